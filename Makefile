@@ -1,0 +1,51 @@
+# local_knowledge_trainer: `make demo` and `make test` do everything on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.lkt-installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export ANONYMIZED_TELEMETRY := False
+export MPLBACKEND := Agg
+
+.PHONY: setup test demo export clean-nbs check-sync nbtest pytest bench docs help
+
+help:
+	@echo "make demo   - set up .venv and run LKT on the bundled sample corpus"
+	@echo "make test   - set up .venv and run every test (sync check, notebooks, pytest)"
+	@echo "make bench  - run the benchmark scripts in bench/ (JSON on stdout)"
+
+# torch first (the local CPU wheel), then everything else constrained to it so no CUDA build is pulled.
+$(STAMP): settings.ini setup.py constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip wheel setuptools
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+export: setup
+	$(BIN)/nbdev_export
+
+clean-nbs: setup
+	$(BIN)/nbdev_clean
+	$(BIN)/nbdev_clean --fname evals
+
+# nbdev_clean and nbdev_export must not change anything: the notebooks are the source of truth.
+check-sync: setup
+	PATH=$(BIN):$$PATH bash .ci/check_sync.sh
+
+# Each notebook in nbs/ and evals/ runs through nbdev_test as one pytest case (tests/test_notebooks.py).
+test: setup check-sync
+	$(PY) -m pytest tests -v -p no:cacheprovider
+
+demo: setup
+	$(PY) -m local_knowledge_trainer.demo
+
+bench: setup
+	$(PY) bench/parse.py
