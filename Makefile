@@ -45,7 +45,7 @@ test: setup check-sync
 	$(PY) -m pytest tests -v -p no:cacheprovider
 
 demo: setup
-	$(PY) -m local_knowledge_trainer.demo
+	$(BIN)/lkt demo --corpus evals/sample_corpus
 
 bench: setup
 	$(PY) bench/parse.py
