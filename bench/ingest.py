@@ -1,0 +1,74 @@
+"""Ingest throughput versus raw `model.encode` on the same chunks, measured in one run; prints one JSON object.
+
+The overhead ratio = ingest seconds / raw encode seconds (target <= 1.15): parsing, SQLite, FAISS, BM25 and the
+manifest must cost little next to the embedding itself. Model loading is excluded from both (warmed up first).
+Corpus: the first --docs documents of ../shared/data/cisi written as text files (when present), else generated text.
+"""
+import argparse, json, os, platform, random, shutil, sys, tempfile, time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def make_corpus(d: Path, n_docs: int, seed: int = 0) -> str:
+    "Write n_docs text files into d; returns where the text came from."
+    cisi = SHARED / "cisi" / "corpus.jsonl"
+    if cisi.exists():
+        with open(cisi, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if i >= n_docs: break
+                doc = json.loads(line)
+                (d / f"cisi_{doc['_id']}.txt").write_text((doc.get("title", "") + "\n\n" + doc["text"]).strip(), encoding="utf-8")
+        return "cisi"
+    rng = random.Random(seed)
+    vocab = [f"term{i}" for i in range(3000)]
+    for i in range(n_docs):
+        paras = ["\n".join(" ".join(rng.choice(vocab) for _ in range(rng.randint(40, 120))) for _ in range(1)) for _ in range(3)]
+        (d / f"gen_{i:05d}.txt").write_text("\n\n".join(paras), encoding="utf-8")
+    return "generated"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--docs", type=int, default=400)
+    ap.add_argument("--backend", default="faiss")
+    a = ap.parse_args()
+    from local_knowledge_trainer.parser import DocumentParser
+    from local_knowledge_trainer.trainer import KnowledgeTrainer
+    from local_knowledge_trainer.embeddings import Embedder
+    import torch
+    torch.manual_seed(0)
+    tmp = Path(tempfile.mkdtemp(prefix="lkt-bench-ingest-"))
+    try:
+        corpus = tmp / "corpus"; corpus.mkdir()
+        origin = make_corpus(corpus, a.docs)
+        chunks = [c for d in DocumentParser().parse(corpus) for c in d.chunks]
+        texts = [c.text for c in chunks]
+        emb = Embedder()                       # one model instance shared by both measurements
+        model = emb.model
+        model.encode(texts[:32], batch_size=32)  # warm-up
+        t = time.perf_counter(); model.encode(texts, batch_size=emb.batch_size, normalize_embeddings=True); raw_s = time.perf_counter() - t
+        emb.cache.close() if hasattr(emb.cache, "close") else None
+        from local_knowledge_trainer.embeddings import EmbeddingCache
+        emb.cache = EmbeddingCache(None)        # cold cache: ingest must really embed
+        kt = KnowledgeTrainer(embedding_model=emb, vector_store=a.backend, persist_dir=str(tmp / "kb"), show_progress=False)
+        t = time.perf_counter(); r = kt.ingest(str(corpus)); ingest_s = time.perf_counter() - t
+        t = time.perf_counter(); r2 = kt.ingest(str(corpus)); reingest_s = time.perf_counter() - t
+        t = time.perf_counter(); model.encode(texts, batch_size=emb.batch_size, normalize_embeddings=True); raw2_s = time.perf_counter() - t
+        raw_best = min(raw_s, raw2_s)
+        out = {"bench": "ingest", "corpus": origin, "docs": a.docs, "chunks": len(chunks), "stored_chunks": r.chunks,
+               "backend": kt.stats["vector_store"], "raw_encode_s": round(raw_best, 3), "raw_encode_runs_s": [round(raw_s, 3), round(raw2_s, 3)],
+               "ingest_s": round(ingest_s, 3), "raw_chunks_per_s": round(len(texts) / raw_best, 2),
+               "ingest_chunks_per_s": round(r.chunks / ingest_s, 2), "overhead_ratio": round(ingest_s / raw_best, 3),
+               "target_ratio": 1.15, "reingest_unchanged_s": round(reingest_s, 3), "reingest_new_chunks": r2.chunks,
+               "python": platform.python_version(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+        kt.close()
+        print(json.dumps(out, indent=2))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
