@@ -6,12 +6,12 @@
 __all__ = ['chunk_id', 'html_table', 'Chunk', 'Document', 'Citation', 'ScoredChunk', 'IngestResult', 'QueryResponse',
            'ValidationReport', 'ChunkOptimizationResult', 'LKTError', 'ParseError']
 
-# %% ../nbs/00_core.ipynb #e48df46c
+# %% ../nbs/00_core.ipynb #8ed320a0
 import hashlib, html, json, math
 from dataclasses import dataclass, field, asdict, fields
 from typing import Any, Optional
 
-# %% ../nbs/00_core.ipynb #6785ec5e
+# %% ../nbs/00_core.ipynb #b713846d
 def chunk_id(source:str, # the document's source path or name
              text:str, # the chunk's text; only its first 100 characters enter the hash
              salt:int=0, # disambiguates different chunks whose first 100 characters coincide
@@ -20,7 +20,7 @@ def chunk_id(source:str, # the document's source path or name
     key = f"{source}\x1f{text[:100]}" + (f"\x1f{salt}" if salt else "")
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
-# %% ../nbs/00_core.ipynb #367a5535
+# %% ../nbs/00_core.ipynb #6e7f84a7
 def _short(v, n=80):
     s = v if isinstance(v, str) else repr(v)
     s = s.replace("\n", " ")
@@ -49,7 +49,7 @@ class _Record:
         rows = [(f.name, getattr(self, f.name)) for f in fields(self) if f.name not in self._html_skip]
         return html_table(rows, caption=type(self).__name__)
 
-# %% ../nbs/00_core.ipynb #424b0e80
+# %% ../nbs/00_core.ipynb #1b214c83
 @dataclass
 class Chunk(_Record):
     "A piece of a document with a deterministic id, its location and its neighbours."
@@ -78,7 +78,7 @@ class Chunk(_Record):
     def __repr__(self):
         return f"Chunk({self.id}, {self.location!r}, {_short(self.text, 60)!r})"
 
-# %% ../nbs/00_core.ipynb #2518fbd9
+# %% ../nbs/00_core.ipynb #30413dce
 @dataclass
 class Document(_Record):
     "One input file: its outcome, content hash, chunks and warnings."
@@ -104,7 +104,7 @@ class Document(_Record):
         extra = f", reason={self.reason!r}" if self.reason else ""
         return f"Document({self.source!r}, {self.format}, {self.status}, {len(self.chunks)} chunks{extra})"
 
-# %% ../nbs/00_core.ipynb #5e2206ff
+# %% ../nbs/00_core.ipynb #0979fcf7
 @dataclass
 class Citation(_Record):
     "Where a piece of evidence comes from, with an exact quote and its neighbours."
@@ -138,7 +138,7 @@ class ScoredChunk(_Record):
     def get(self, k, default=None): return getattr(self, k, default)
     def __repr__(self): return f"ScoredChunk({self.id}, {self.score:.4f}, {self.source!r}, {_short(self.text, 50)!r})"
 
-# %% ../nbs/00_core.ipynb #7937587e
+# %% ../nbs/00_core.ipynb #bfb30315
 @dataclass
 class IngestResult(_Record):
     "What `KnowledgeTrainer.ingest` did: counts, approvals, statistical report and per-file errors."
@@ -186,6 +186,7 @@ class ValidationReport(_Record):
     mean_similarity:Optional[float]=None # mean nearest-neighbour similarity
     std_similarity:Optional[float]=None # its standard deviation
     normality_p:Optional[float]=None # Shapiro–Wilk p-value of the similarity distribution
+    distribution_normal:Optional[bool]=None # normality not rejected at alpha
     outliers:list=field(default_factory=list) # chunk ids flagged by the IQR rule
     quality_score:Optional[float]=None # composite score in [0, 1]
     quality_ci:Optional[tuple]=None # bootstrap CI of the quality score
@@ -195,15 +196,17 @@ class ValidationReport(_Record):
 @dataclass
 class ChunkOptimizationResult(_Record):
     "Outcome of `optimize_chunking`: the chosen chunk size and the evidence for it."
-    optimal_chunk_size:Optional[int]=None # the best size found
-    results:list=field(default_factory=list) # one dict per size: hits, misses, metric, CI
+    best_size:Optional[int]=None # the best chunk size found
+    strategy_results:list=field(default_factory=list) # one dict per size: hits, misses, metric, CI
     chi2:Optional[float]=None # chi-square statistic of hits × size
     p_value:Optional[float]=None # its p-value
     cramers_v:Optional[float]=None # effect size of the contingency table
-    pairwise:list=field(default_factory=list) # corrected pairwise comparisons
+    cochran_q:Optional[float]=None # Cochran's Q over the paired hit/miss outcomes
+    cochran_p:Optional[float]=None # its p-value
+    pairwise:list=field(default_factory=list) # McNemar tests between sizes, Holm-corrected
     recommendation:str="" # plain-language conclusion
 
-# %% ../nbs/00_core.ipynb #32f33c45
+# %% ../nbs/00_core.ipynb #34ae6bd3
 class LKTError(Exception):
     "Base class of LKT's errors; the message says what happened and how to fix it."
 
