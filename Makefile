@@ -12,12 +12,14 @@ export TOKENIZERS_PARALLELISM := false
 export ANONYMIZED_TELEMETRY := False
 export MPLBACKEND := Agg
 
-.PHONY: setup test demo export clean-nbs check-sync nbtest pytest bench docs help
+.PHONY: setup test demo export clean-nbs check-sync bench docs docs-deps help
+CHROMIUM ?= /usr/bin/chromium
 
 help:
 	@echo "make demo   - set up .venv and run LKT on the bundled sample corpus"
 	@echo "make test   - set up .venv and run every test (sync check, notebooks, pytest)"
 	@echo "make bench  - run the benchmark scripts in bench/ (JSON on stdout)"
+	@echo "make docs   - build the offline documentation site into _site/"
 
 # torch first (the local CPU wheel), then everything else constrained to it so no CUDA build is pulled.
 $(STAMP): settings.ini setup.py constraints.txt
@@ -41,11 +43,20 @@ check-sync: setup
 	PATH=$(BIN):$$PATH bash .ci/check_sync.sh
 
 # Each notebook in nbs/ and evals/ runs through nbdev_test as one pytest case (tests/test_notebooks.py).
-test: setup check-sync
+test: setup check-sync docs-deps
 	$(PY) -m pytest tests -v -p no:cacheprovider
 
 demo: setup
 	$(BIN)/lkt demo --corpus evals/sample_corpus
 
 bench: setup
-	$(PY) bench/parse.py
+	$(PY) bench/run_all.py
+
+# Debian's Chromium for the browser checks in tests/test_docs.py; skipped when already installed.
+docs-deps:
+	@test -x $(CHROMIUM) || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq chromium; }
+
+# The offline docs site (Sphinx + myst-nb over nbdev-processed notebooks) into _site/.
+docs: setup
+	$(PY) nbs/_docs/build.py

@@ -6,7 +6,7 @@
 __all__ = ['FORMAT_VERSION', 'NO_LLM_HEADER', 'best_quote', 'format_context', 'grounded_prompt', 'KnowledgeTrainer', 'ollama_llm',
            'openai_compatible_llm']
 
-# %% ../nbs/10_trainer.ipynb #1131088d
+# %% ../nbs/10_trainer.ipynb #3a745f35
 import json, os, re, time, shutil, hashlib, warnings, datetime
 from pathlib import Path
 from typing import Callable, Optional
@@ -21,7 +21,7 @@ from .vector_store import make_vector_store, save_store, load_store
 from .lexical import BM25Index
 from .retrieval import Retriever
 
-# %% ../nbs/10_trainer.ipynb #f50bd242
+# %% ../nbs/10_trainer.ipynb #dcc070bf
 FORMAT_VERSION = 1
 NO_LLM_HEADER = "[No LLM configured] Context:"
 
@@ -34,7 +34,7 @@ def _atomic_write_json(path:Path, obj):
         json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=True); f.flush(); os.fsync(f.fileno())
     os.replace(tmp, path)
 
-# %% ../nbs/10_trainer.ipynb #ba4a72a1
+# %% ../nbs/10_trainer.ipynb #25cca03f
 _SENT = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|[。！？]|$)", re.M)  # a "." inside 4.50 or e.g. v1.2 does not end a sentence
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -64,7 +64,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/10_trainer.ipynb #78daa1e9
+# %% ../nbs/10_trainer.ipynb #b369fda9
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -82,7 +82,7 @@ def grounded_prompt(question:str, # the user's question
             "If the sources do not contain the answer, say that you do not know.\n\n"
             f"Sources:\n{format_context(chunks)}\n\nQuestion: {question}\nAnswer:")
 
-# %% ../nbs/10_trainer.ipynb #dddb159b
+# %% ../nbs/10_trainer.ipynb #88579a31
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model:str="all-MiniLM-L6-v2", # model name (offline) or local model directory, or an `Embedder`
@@ -162,8 +162,13 @@ class KnowledgeTrainer:
                include:list=None, # glob patterns to include (e.g. ["*.md", "*.pdf"])
                exclude:list=None, # glob patterns to exclude
                password:str=None, # password for encrypted PDFs
+               hypothesis_test:str=None, # None (no gate), "ttest" (paired A/B), "ks" (distribution shift) or "all"
+               probe_queries=None, # labelled probe queries for non-degradation (golden JSONL path or dicts)
+               strict:bool=False, # approve only documents that significantly improve retrieval
+               on_reject:str="drop", # "drop" rejected documents, or "keep" them (report only)
+               **gate_kw, # other `IngestGate` options (alpha, n_pseudo, ab_test, k, …)
               )->IngestResult:
-        "Parse, store, embed and index a file or folder; unchanged files are left alone, changed ones replaced."
+        "Parse, embed, optionally test, store and index a file or folder; unchanged files are left alone, changed ones replaced."
         t0 = time.perf_counter()
         size, overlap = int(chunk_size or self.chunk_size), int(self.chunk_overlap if chunk_overlap is None else chunk_overlap)
         parser = DocumentParser(chunk_size=size, chunk_overlap=overlap, include=include, exclude=exclude, password=password)
@@ -186,6 +191,17 @@ class KnowledgeTrainer:
         prog, self.embedder.show_progress = getattr(self.embedder, "show_progress", False), self.show_progress
         try: vecs = self.embedder.embed_chunks(new_chunks) if new_chunks else None
         finally: self.embedder.show_progress = prog
+        if hypothesis_test and todo:
+            from local_knowledge_trainer.validation import IngestGate
+            gate = IngestGate(self, hypothesis_test=hypothesis_test, probe_queries=probe_queries, strict=strict,
+                              on_reject=on_reject, **gate_kw)
+            g = gate.evaluate(todo, {c.id: v for c, v in zip(new_chunks, vecs)})
+            res.statistical_report, res.rejected_docs = g, list(g.rejected)
+            if on_reject == "drop" and g.rejected:
+                todo = [d for d in todo if d.source not in set(g.rejected)]
+                keep = {c.id for d in todo for c in d.chunks}
+                sel = [i for i, c in enumerate(new_chunks) if c.id in keep]
+                new_chunks, vecs = [new_chunks[i] for i in sel], (vecs[sel] if len(sel) else None)
         removed = []
         with self.store.transaction():
             for d in todo: removed += self.store.add_document(d) or []
@@ -197,7 +213,7 @@ class KnowledgeTrainer:
             self._retriever = None
             self._publish()
         res.chunks = len(new_chunks)
-        res.approved_docs = [d.source for d in todo]
+        res.approved_docs = [d.source for d in todo if d.source not in set(res.rejected_docs)]
         res.elapsed_s = round(time.perf_counter() - t0, 3)
         return res
 
@@ -240,7 +256,7 @@ class KnowledgeTrainer:
     def query(self, question:str, # the question
               k:int=5, # number of chunks to retrieve
               mode:str="hybrid", # hybrid | dense | sparse | text
-              return_confidence:bool=False, # fill the statistical fields (statistics notebook)
+              return_confidence:bool=True, # fill confidence, p-value, CI and Cohen's d (see 11_validation)
              )->QueryResponse:
         "Retrieve evidence for `question` and answer it with the LLM, or return the cited context."
         t0 = time.perf_counter()
@@ -262,9 +278,55 @@ class KnowledgeTrainer:
                 resp.text = f"{NO_LLM_HEADER}\n{context}"
                 trace["llm"] = {"status": "failed", "name": self.llm_name, "error": f"{type(e).__name__}: {e}"}
             trace["timings_ms"]["llm"] = round((time.perf_counter() - t) * 1000, 3)
-        if return_confidence and hasattr(self, "answer_confidence"): self.answer_confidence(resp)
+        if return_confidence and chunks:
+            t = time.perf_counter()
+            try: self.answer_confidence(resp)
+            except Exception as e: trace["confidence"] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+            trace["timings_ms"]["confidence"] = round((time.perf_counter() - t) * 1000, 3)
         trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
         return resp
+
+    # ---- statistics (implemented in local_knowledge_trainer.validation, see 11_validation) -------------------------
+    def answer_confidence(self, resp, # a `QueryResponse` (or a question)
+                          method:str=None, # "z_global", "empirical_null" or "calibrated" (default: see 11_validation)
+                          **kw)->QueryResponse:
+        "Fill the response's confidence, p-value, CI and effect size."
+        from local_knowledge_trainer.validation import answer_confidence
+        return answer_confidence(self, resp, method=method, **kw)
+
+    def validate_knowledge_base(self, **kw)->"ValidationReport":
+        "Shapiro–Wilk, per-document KS (Holm) and IQR outliers of the base, with a quality score."
+        from local_knowledge_trainer.validation import validate_knowledge_base
+        return validate_knowledge_base(self, **kw)
+
+    def optimize_chunking(self, strategies=(256, 512, 1024), # chunk sizes to compare
+                          metric:str="hit_rate", # hit_rate or mrr
+                          queries=None, # labelled queries; None: known-item pseudo-queries
+                          **kw)->"ChunkOptimizationResult":
+        "Compare chunk sizes on the same queries (chi-square, Cochran's Q, McNemar with Holm)."
+        from local_knowledge_trainer.validation import optimize_chunking
+        return optimize_chunking(self, strategies=strategies, metric=metric, queries=queries, **kw)
+
+    def test_topic_conflict(self, groups=None, # chunk id -> label, "source", "kmeans" or None
+                            **kw):
+        "Per-topic retrieval quality: ANOVA, Welch's ANOVA, Tukey HSD, eta² and the weakest topics."
+        from local_knowledge_trainer.validation import test_topic_conflict
+        return test_topic_conflict(self, groups=groups, **kw)
+
+    def bootstrap_confidence_interval(self, confidence:float=0.95, **kw)->dict:
+        "Bootstrap CI of mean retrieval quality over the probe or golden queries."
+        from local_knowledge_trainer.validation import bootstrap_confidence_interval
+        return bootstrap_confidence_interval(self, confidence=confidence, **kw)
+
+    def bootstrap_ab_test(self, scores_before, scores_after, paired:bool=None, **kw)->dict:
+        "Bootstrap test of after − before (paired when the arrays are paired)."
+        from local_knowledge_trainer.validation import bootstrap_ab_test
+        return bootstrap_ab_test(scores_before, scores_after, paired=paired, **kw)
+
+    def compute_quality_score(self, query:str, **kw)->dict:
+        "VERA-inspired composite quality of the answer to `query`, with a bootstrap CI and a tier."
+        from local_knowledge_trainer.validation import compute_quality_score
+        return compute_quality_score(self, query, **kw)
 
     def neighbours(self, chunk_id:str, # a chunk id
                    window:int=1, # how many chunks on each side
@@ -322,7 +384,7 @@ class KnowledgeTrainer:
         return f"KnowledgeTrainer({s['documents']} documents, {s['chunks']} chunks, {s['embedding_model']}, {s['vector_store']}, persist_dir={s['persist_dir']!r})"
     def _repr_html_(self): return html_table(list(self.stats.items()), caption="KnowledgeTrainer")
 
-# %% ../nbs/10_trainer.ipynb #6c5b93eb
+# %% ../nbs/10_trainer.ipynb #834fd86c
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})

@@ -1,0 +1,298 @@
+"""The documentation site: `nbs/_docs/build.py` builds `_site/` offline (Sphinx -W), every internal link resolves, and a
+headless Chromium renders the home page and a statistics page with no JavaScript console errors.
+
+The build really runs here (it is cached in build/docs/, so a second run only re-renders). Set LKT_DOCS_FAST=1 to build
+with `--fast` (only the cells nbdev itself runs for docs). Browser tests skip when Chromium is missing, except in CI
+(CI set), where Chromium is required (`make docs-deps` installs it).
+"""
+import base64, hashlib, html.parser, io, json, os, re, shutil, subprocess, sys, tempfile, threading, time
+import urllib.request
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_site"
+BUILD = ROOT / "nbs" / "_docs" / "build.py"
+STATS_PAGE = "hypothesis.html"
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
+                 if p and Path(p).exists()), None)
+
+
+def _nb_digest():
+    "Hash of every notebook in nbs/ and evals/: the docs build must never write into the sources."
+    h = hashlib.sha256()
+    for p in sorted(list((ROOT / "nbs").rglob("*.ipynb")) + list((ROOT / "evals").rglob("*.ipynb"))):
+        h.update(str(p).encode()); h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def site():
+    "Build the site once per session (warnings are errors: build.py runs sphinx with -W --keep-going)."
+    before = _nb_digest()
+    cmd = [sys.executable, str(BUILD)] + (["--fast"] if os.environ.get("LKT_DOCS_FAST") else [])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    t = time.time()
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"docs build failed ({' '.join(cmd)}):\n{out[-8000:]}"
+    assert _nb_digest() == before, "the docs build changed notebooks in nbs/ or evals/"
+    print(f"docs build: {time.time() - t:.1f} s")
+    return {"log": out}
+
+
+def test_build_warnings_are_errors(site):
+    "The build ran Sphinx with -W, produced pages for every notebook, and printed no warning at all."
+    assert "-W --keep-going" in site["log"], site["log"][-3000:]
+    bad = [l for l in site["log"].splitlines() if re.search(r"\bWARNING\b|\bwarning:", l) and "IPKernelApp" not in l]
+    assert not bad, "warnings in the docs build:\n" + "\n".join(bad[:40])
+    nbs = [ROOT / "nbs" / "index.ipynb"] + sorted((ROOT / "nbs").glob("[0-9]*.ipynb"))
+    from nbdev.doclinks import _nbpath2html
+    excluded = os.environ.get("LKT_DOCS_EXCLUDE", "").split()      # build.py honours the same variable
+    for nb in nbs:
+        page = SITE / _nbpath2html(Path(nb.name)).name
+        if page.stem in excluded: continue
+        assert page.exists(), f"no page for {nb.name}: expected {page}"
+    for p in ("api.html", "results.html", "search.html", "searchindex.js"): assert (SITE / p).exists(), p
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids, self.refs = [], []
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for k in ("id", "name") if tag in ("a",) else ("id",):
+            if a.get(k): self.ids.append(a[k])
+        for k in ("href", "src"):
+            if a.get(k) is not None and tag in ("a", "link", "script", "img", "source", "iframe", "video", "audio"):
+                self.refs.append((tag, k, a[k], a.get("rel", "")))
+
+
+def _parse(p):
+    lp = _Links(); lp.feed(p.read_text(encoding="utf-8")); return lp
+
+
+def test_internal_links_resolve(site):
+    "Every href/src in every HTML page points at an existing file, and every #anchor exists in its target page."
+    pages = sorted(SITE.rglob("*.html"))
+    assert len(pages) >= 10
+    parsed = {p.resolve(): _parse(p) for p in pages}
+    broken, external_assets, n = [], [], 0
+    for p, lp in parsed.items():
+        for tag, attr, ref, rel in lp.refs:
+            u = urlsplit(ref)
+            if u.scheme in ("http", "https", "//") or ref.startswith("//"):
+                if tag != "a": external_assets.append(f"{p.relative_to(SITE)}: <{tag} {attr}={ref}>")
+                continue
+            if u.scheme in ("mailto", "data", "javascript", "tel"): continue
+            n += 1
+            target = p if not u.path else (p.parent / unquote(u.path)).resolve()
+            if target.is_dir(): target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{p.relative_to(SITE)}: {ref} (no file)"); continue
+            if u.fragment and target.suffix == ".html":
+                tp = parsed.get(target) or _parse(target)
+                if unquote(u.fragment) not in tp.ids:
+                    broken.append(f"{p.relative_to(SITE)}: {ref} (no anchor #{u.fragment} in {target.name})")
+    assert n > 500, f"suspiciously few internal links checked: {n}"
+    assert not external_assets, "pages load assets from the network (must be offline):\n" + "\n".join(external_assets[:30])
+    assert not broken, f"{len(broken)} broken internal links:\n" + "\n".join(broken[:60])
+
+
+def test_no_duplicate_ids(site):
+    "Anchors are unambiguous: no id appears twice in one page."
+    dups = []
+    for p in SITE.rglob("*.html"):
+        ids = _parse(p).ids
+        d = {i for i in ids if ids.count(i) > 1}
+        if d: dups.append(f"{p.relative_to(SITE)}: {sorted(d)[:10]}")
+    assert not dups, "duplicate ids:\n" + "\n".join(dups)
+
+
+def test_site_content(site):
+    "The site holds what a researcher reads: show_doc entries, the API reference, outputs, hidden cells hidden, results."
+    core = (SITE / "core.html").read_text(encoding="utf-8")
+    text = re.sub(r"<[^>]+>", "", core)
+    assert 'id="chunk_id"' in core and "Deterministic 16-hex" in core, "show_doc of chunk_id missing on core.html"
+    assert "fastcore.test" not in text and "from nbdev.showdoc import show_doc" not in text, "#| hide cells are shown"
+    assert "default_exp" not in text
+    assert "def chunk_id(" in text and "def html_table(" in text, "#| export cells must be shown as code"
+    assert "show_doc(" not in text, "show_doc inputs must be hidden (only their output is shown)"
+    api = (SITE / "api.html").read_text(encoding="utf-8")
+    import importlib
+    modidx = importlib.import_module("local_knowledge_trainer._modidx").d["syms"]
+    for mod in modidx:
+        for name in getattr(importlib.import_module(mod), "__all__", []):
+            assert f"<code>{name}</code>" in api, f"{mod}.{name} missing from the API reference"
+    res = (SITE / "results.html").read_text(encoding="utf-8")
+    assert ("bench/RESULTS.md" in res) and ("baseline.json" in res)
+    idx = json.loads(re.search(r"Search\.setIndex\((.*)\)\s*$", (SITE / "searchindex.js").read_text(encoding="utf-8"),
+                               re.S).group(1))
+    assert "bootstrap" in idx["terms"], "the local search index misses the word 'bootstrap'"
+    if not os.environ.get("LKT_DOCS_FAST"):
+        stats = (SITE / STATS_PAGE).read_text(encoding="utf-8")
+        assert re.search(r'<img[^>]+src="_images/[^"]+\.png"', stats), f"no plot on {STATS_PAGE}"
+        assert (SITE / "_static" / "lkt-plot.png").exists()
+
+
+# ------------------------------------------------------------------------------------------------ headless Chromium
+def _need_chromium():
+    if CHROMIUM: return
+    if os.environ.get("CI"): pytest.fail("CI is set but Chromium is not installed (make docs-deps: apt-get install chromium)")
+    pytest.skip("Chromium is not installed (apt-get install chromium); set CI=1 to make this a failure")
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    "The site over http://127.0.0.1:<port>/ (loopback only), as a static host would serve it."
+    handler = partial(SimpleHTTPRequestHandler, directory=str(SITE))
+    handler.log_message = lambda *a, **k: None
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    th = threading.Thread(target=httpd.serve_forever, daemon=True); th.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown(); httpd.server_close()
+
+
+class Chromium:
+    "Headless Chromium driven over the DevTools protocol: console/exception/network errors, DOM queries, screenshots."
+    def __init__(self):
+        import websocket
+        self.tmp = tempfile.mkdtemp(prefix="lkt-chromium-")
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
+             "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={self.tmp}", "--remote-debugging-port=0",
+             "--remote-allow-origins=*", "--window-size=1280,1000", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file, t0 = Path(self.tmp) / "DevToolsActivePort", time.time()
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if self.proc.poll() is not None or time.time() - t0 > 30:
+                self.close(); raise RuntimeError("Chromium did not start (no DevToolsActivePort)")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+        self.ws = websocket.create_connection(ws_url, timeout=30, suppress_origin=True)
+        self.n, self.events = 0, []
+        for m in ("Page.enable", "Runtime.enable", "Log.enable", "Network.enable"): self.call(m)
+
+    def call(self, method, **params):
+        self.n += 1
+        self.ws.send(json.dumps({"id": self.n, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.n:
+                if "error" in msg: raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def pump(self, seconds):
+        "Collect events for `seconds`."
+        end = time.time() + seconds
+        self.ws.settimeout(0.2)
+        while time.time() < end:
+            try: self.events.append(json.loads(self.ws.recv()))
+            except Exception: pass
+        self.ws.settimeout(30)
+
+    def goto(self, url, settle=2.0, timeout=30):
+        self.events = []
+        self.call("Page.navigate", url=url)
+        end = time.time() + timeout
+        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
+            if time.time() > end: raise TimeoutError(f"{url} did not load in {timeout} s")
+            self.pump(0.2)
+        self.pump(settle)   # MathJax typesets and fonts load after the load event
+
+    def eval(self, expr):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r: raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def errors(self):
+        "JavaScript exceptions, console.error/assert calls, and error-level log entries (failed loads, CSP, …)."
+        out = []
+        for e in self.events:
+            m, p = e.get("method"), e.get("params", {})
+            if m == "Runtime.exceptionThrown":
+                d = p["exceptionDetails"]; out.append(f"exception: {d.get('text')} {d.get('exception', {}).get('description', '')}")
+            elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                out.append("console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+            elif m == "Log.entryAdded" and p["entry"].get("level") == "error":
+                out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+            elif m == "Network.loadingFailed" and not p.get("canceled"):
+                out.append(f"network: {p.get('errorText')} (request {p.get('requestId')})")
+        return out
+
+    def screenshot(self, full_page=False):
+        params = {"format": "png"}
+        if full_page:
+            m = self.call("Page.getLayoutMetrics")["cssContentSize"]
+            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": m["width"],
+                                                            "height": min(m["height"], 6000), "scale": 1})
+        return base64.b64decode(self.call("Page.captureScreenshot", **params)["data"])
+
+    def close(self):
+        try: self.ws.close()
+        except Exception: pass
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try: self.proc.wait(10)
+            except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    _need_chromium()
+    b = Chromium()
+    yield b
+    b.close()
+
+
+def _not_blank(png: bytes, name: str):
+    "A rendered page: many non-white pixels and many distinct colours (a blank or error page has neither)."
+    import numpy as np
+    from PIL import Image
+    a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    ink = float((a.min(axis=2) < 235).mean())
+    colours = len(np.unique(a.reshape(-1, 3), axis=0))
+    (ROOT / "build" / "docs").mkdir(parents=True, exist_ok=True)
+    (ROOT / "build" / "docs" / f"screenshot-{name}.png").write_bytes(png)
+    assert ink > 0.03, f"{name}: screenshot nearly blank ({ink:.1%} non-white pixels)"
+    assert colours > 64, f"{name}: screenshot has only {colours} colours"
+    return ink, colours
+
+
+@pytest.mark.parametrize("page", ["index.html", STATS_PAGE])
+def test_browser_renders_page(browser, server, page):
+    "The page loads over http, renders visible content, shows its images, typesets math, and logs no JS error."
+    browser.goto(f"{server}/{page}")
+    assert not browser.errors(), f"{page}: errors in the browser:\n" + "\n".join(browser.errors())
+    assert browser.eval("document.querySelector('article h1') !== null"), f"{page}: no h1 in the article"
+    broken = browser.eval("[...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
+    assert not broken, f"{page}: images that did not load: {broken}"
+    assert browser.eval("document.querySelectorAll('.sidebar-tree a').length") >= 10, f"{page}: no navigation sidebar"
+    if page == STATS_PAGE:
+        assert browser.eval("document.querySelectorAll('mjx-container').length") > 0, "MathJax did not typeset any formula"
+        if not os.environ.get("LKT_DOCS_FAST"):
+            assert browser.eval("[...document.images].filter(i => i.naturalWidth > 200).length") > 0, "no plot shown"
+    _not_blank(browser.screenshot(), page.replace(".html", ""))
+
+
+def test_browser_file_url_and_search(browser, site):
+    "Opened straight from disk (file://) the home page works, and the local search finds a word from the notebooks."
+    browser.goto((SITE / "index.html").as_uri())
+    assert not browser.errors(), "index.html over file://:\n" + "\n".join(browser.errors())
+    browser.goto((SITE / "search.html").as_uri() + "?q=bootstrap", settle=0.5)
+    end, hits = time.time() + 20, 0
+    while time.time() < end and not hits:
+        browser.pump(0.3)
+        hits = browser.eval("document.querySelectorAll('#search-results li').length")
+    assert hits > 0, "the local search found nothing for 'bootstrap'"
+    assert not browser.errors(), "search.html:\n" + "\n".join(browser.errors())
