@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['rrf_fuse', 'cross_encoder_reranker', 'Retriever']
 
-# %% ../nbs/06_retrieval.ipynb #4d176c6c
+# %% ../nbs/06_retrieval.ipynb #a7fff17c
 import math, time
 from pathlib import Path
 from typing import Callable, Optional
@@ -13,8 +13,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from .core import ScoredChunk, LKTError, html_table
+from .lexical import query_language
 
-# %% ../nbs/06_retrieval.ipynb #3ab8c82f
+# %% ../nbs/06_retrieval.ipynb #77fc2113
 def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
              weights:dict=None, # channel name -> weight (default 1.0 for every channel)
              k:int=60, # RRF damping constant
@@ -37,7 +38,7 @@ def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
     if top_k is not None: order = order[:top_k]
     return [(id, fused[id], info[id]) for id in order]
 
-# %% ../nbs/06_retrieval.ipynb #72c2f424
+# %% ../nbs/06_retrieval.ipynb #925f7a50
 def cross_encoder_reranker(model_name_or_path:str=None, # local model directory or cached model name; None: nothing configured
                           )->tuple:
     "`(reranker, reason)`: a CrossEncoder-based reranker if the model is available locally, else `(None, why not)`."
@@ -54,7 +55,7 @@ def cross_encoder_reranker(model_name_or_path:str=None, # local model directory 
     rerank.model_name = str(model_name_or_path)
     return rerank, f"cross-encoder {model_name_or_path}"
 
-# %% ../nbs/06_retrieval.ipynb #a1d95c07
+# %% ../nbs/06_retrieval.ipynb #1b1a0b79
 _NEEDS = {"dense": "an embedder and a vector store: Retriever(store, embedder=Embedder(), vector_store=...)",
           "sparse": "a lexical index: Retriever(store, lexical=BM25Index.from_store(store))",
           "text": "a store with search_text (EvidenceStore)"}
@@ -70,11 +71,13 @@ class Retriever:
                  rrf_k:int=60, # RRF damping constant
                  reranker=None, # fn(question, texts) -> scores, "auto", or None
                  hybrid_channels:tuple=("dense", "sparse"), # channels fused by mode="hybrid"
+                 dense_languages:tuple=None, # query languages the embedding model covers (None: all); others skip dense in hybrid
                 ):
         self.store, self.embedder, self.vector_store, self.lexical = store, embedder, vector_store, lexical
         self.weights = {"dense": 1.0, "sparse": 1.0, "text": 1.0, **(weights or {})}
         self.candidates, self.rrf_k = int(candidates), int(rrf_k)
         self.hybrid_channels = list(hybrid_channels)
+        self.dense_languages = tuple(dense_languages) if dense_languages else None
         self.channels = {}
         if embedder is not None and vector_store is not None: self.channels["dense"] = self._dense
         if lexical is not None: self.channels["sparse"] = lambda q, n: self.lexical.search(q, n)
@@ -135,7 +138,13 @@ class Retriever:
         "Retrieve the top-k `ScoredChunk`s and a trace of every stage."
         t0 = time.perf_counter(); ms = lambda t: round((time.perf_counter() - t) * 1000, 3)
         use, missing = self._channels_for(mode)
-        trace = {"question": question, "mode": mode, "k": k, "channels": use, "missing": missing,
+        skipped = {}
+        if mode == "hybrid" and "dense" in use and len(use) > 1 and self.dense_languages:
+            lang = query_language(question or "")
+            if lang not in self.dense_languages:
+                use = [c for c in use if c != "dense"]
+                skipped["dense"] = f"query language {lang!r} is not covered by the embedding model ({', '.join(self.dense_languages)})"
+        trace = {"question": question, "mode": mode, "k": k, "channels": use, "missing": missing, "skipped": skipped,
                  "weights": {c: self.weights.get(c, 1.0) for c in use}, "rrf_k": self.rrf_k,
                  "candidates": {}, "fused": [], "reranker": dict(self.reranker_info), "stale_ids": [], "timings_ms": {}}
         if not question or not question.strip() or k <= 0:

@@ -1,0 +1,152 @@
+"""Run every benchmark script in bench/ and collect their results into bench/RESULTS.json and bench/RESULTS.md.
+
+Each script (parse, ingest, query, stats, quality, hnsw_recall — missing ones are skipped) prints ONE JSON object on
+stdout; its stderr (progress bars) passes through. The markdown table is what the README shows.
+
+  .venv/bin/python bench/run_all.py [--only quality parse] [--skip query] [--timeout 3600] [--quick]
+
+quality runs with --sweep by default; --quick passes light options instead (quality: --max-queries 200; query: --sizes 10000).
+A copy is also written to bench/results/latest.{json,md} (git-ignored) for local history.
+"""
+import argparse, datetime, json, os, platform, subprocess, sys, time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall")
+DEFAULT_ARGS = {"quality": ["--sweep"]}
+QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"]}
+
+
+def log(*a): print(*a, file=sys.stderr, flush=True)
+
+
+def parse_json(stdout: str):
+    "The JSON object a script printed (the whole stdout, else its last line that parses)."
+    s = stdout.strip()
+    try: return json.loads(s)
+    except json.JSONDecodeError: pass
+    for line in reversed(s.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try: return json.loads(line)
+            except json.JSONDecodeError: continue
+    raise ValueError("no JSON object on stdout")
+
+
+def run_one(name: str, extra: list, timeout: float) -> dict:
+    path = HERE / f"{name}.py"
+    t = time.perf_counter()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "MPLBACKEND": "Agg"}
+    try:
+        p = subprocess.run([sys.executable, str(path), *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=None,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "elapsed_s": round(time.perf_counter() - t, 1), "timeout_s": timeout}
+    out = {"status": "ok" if p.returncode == 0 else "failed", "returncode": p.returncode, "elapsed_s": round(time.perf_counter() - t, 1),
+           "args": extra}
+    try: out["result"] = parse_json(p.stdout)
+    except ValueError as e:
+        out["status"] = "failed"; out["error"] = f"{e}; stdout tail: {p.stdout[-500:]!r}"
+    return out
+
+
+def _fmt(v):
+    if isinstance(v, bool): return "yes" if v else "no"
+    if isinstance(v, float): return f"{v:.4g}"
+    return str(v)
+
+
+def flatten(d, prefix="", out=None, depth=0, max_depth=4):
+    "Numeric and short scalar leaves of a nested dict as (dotted key, value)."
+    out = [] if out is None else out
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if depth < max_depth: flatten(v, f"{prefix}.{k}" if prefix else str(k), out, depth + 1, max_depth)
+    elif isinstance(d, (int, float, bool)) or (isinstance(d, str) and len(d) < 60):
+        out.append((prefix, d))
+    return out
+
+
+def quality_md(res: dict) -> list:
+    k = res.get("k", 10)
+    lines = [f"| collection | docs | queries | mode | nDCG@{k} | Recall@{k} | MRR@{k} | Δ nDCG hybrid − mode [95% CI] | p (Holm) |",
+             "|---|---:|---:|---|---:|---:|---:|---|---:|"]
+    for name, d in res.get("datasets", {}).items():
+        for m, v in d["modes"].items():
+            vs = d.get("hybrid_vs", {}).get(m, {}).get(f"ndcg@{k}")
+            cmp = f"{vs['diff']:+.4f} [{vs['ci'][0]:+.4f}, {vs['ci'][1]:+.4f}]" if vs else "—"
+            p = f"{vs['p_holm']:.3g}" + (" *" if vs["significant"] else "") if vs else "—"
+            lines.append(f"| {name} | {d['n_docs']} | {d['n_queries']} | {m} | {v[f'ndcg@{k}']['mean']:.3f} | "
+                         f"{v[f'recall@{k}']['mean']:.3f} | {v[f'mrr@{k}']['mean']:.3f} | {cmp} | {p} |")
+        if "reference_bm25_ndcg@10" in d:
+            lines.append(f"| {name} | | | reference word-level BM25 | {d['reference_bm25_ndcg@10']:.3f} | | | | |")
+        g = d.get("language_gated_hybrid")
+        if g:
+            lines.append(f"| {name} | | | hybrid, dense only for English queries | {g[f'ndcg@{k}']:.3f} | | | "
+                         f"vs sparse {g['vs_sparse']['diff']:+.4f} (p={g['vs_sparse']['p']:.3g}) | |")
+    for name, why in res.get("skipped", {}).items(): lines.append(f"| {name} | skipped: {why} | | | | | | | |")
+    lines.append("")
+    lines.append("`*` significant at α = 0.05 after Holm over the three mode pairs (primary test of `compare_paired`: paired "
+                 "bootstrap for large n, sign-flip randomisation for small n; 10,000 resamples).")
+    sw = {n: d["sweep"] for n, d in res.get("datasets", {}).items() if "sweep" in d}
+    if sw:
+        lines += ["", f"Hybrid nDCG@{k} under other settings (defaults: weights 1/1, candidates 20, default tokenizer):", "",
+                  "| collection | setting | hybrid nDCG@10 |", "|---|---|---:|"]
+        for n, s in sw.items():
+            for group in ("weights", "candidates"):
+                for key, v in s.get(group, {}).items(): lines.append(f"| {n} | {group} {key} | {v:.3f} |")
+            for key, v in s.get("tokenizer", {}).items():
+                lines.append(f"| {n} | tokenizer {key} | {v['hybrid']:.3f} (sparse {v['sparse']:.3f}) |")
+    return lines
+
+
+def to_markdown(all_res: dict) -> str:
+    lines = ["# Benchmarks", "", f"Generated by `bench/run_all.py` on {all_res['created']} "
+             f"({all_res['platform']}, Python {all_res['python']}, {all_res.get('git', '')}).", "",
+             "| script | status | time (s) |", "|---|---|---:|"]
+    for name, r in all_res["scripts"].items():
+        lines.append(f"| {name} | {r['status']} | {r.get('elapsed_s', '')} |")
+    for name, r in all_res["scripts"].items():
+        lines += ["", f"## {name}", ""]
+        if r["status"] == "missing": lines.append("not present in bench/"); continue
+        if "result" not in r: lines.append(f"no result: {r.get('error', r['status'])}"); continue
+        if name == "quality": lines += quality_md(r["result"]); continue
+        lines += ["| measure | value |", "|---|---|"]
+        leaves = flatten(r["result"])
+        for k, v in leaves[:60]: lines.append(f"| {k} | {_fmt(v)} |")
+        if len(leaves) > 60: lines.append(f"| … | {len(leaves) - 60} more in RESULTS.json |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="run only these scripts")
+    ap.add_argument("--skip", nargs="*", default=[], help="skip these scripts")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per script")
+    ap.add_argument("--quick", action="store_true", help="lighter options for the slow scripts")
+    ap.add_argument("--out", default=str(HERE), help="folder for RESULTS.json / RESULTS.md")
+    a = ap.parse_args(argv)
+    names = [n for n in (a.only or SCRIPTS) if n not in a.skip]
+    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    res = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "platform": platform.platform(terse=True),
+           "python": platform.python_version(), "git": git.stdout.strip() if git.returncode == 0 else None, "scripts": {}}
+    for n in names:
+        if not (HERE / f"{n}.py").exists(): res["scripts"][n] = {"status": "missing"}; log(f"== {n}: missing, skipped"); continue
+        log(f"== {n}")
+        res["scripts"][n] = run_one(n, QUICK.get(n, []) if a.quick else DEFAULT_ARGS.get(n, []), a.timeout)
+        log(f"   {n}: {res['scripts'][n]['status']} in {res['scripts'][n].get('elapsed_s')} s")
+    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    md = to_markdown(res)
+    (out / "RESULTS.json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "RESULTS.md").write_text(md, encoding="utf-8")
+    latest = HERE / "results"; latest.mkdir(exist_ok=True)
+    (latest / "latest.json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (latest / "latest.md").write_text(md, encoding="utf-8")
+    print(json.dumps({"bench": "run_all", "written": [str(out / "RESULTS.json"), str(out / "RESULTS.md")],
+                      "status": {n: r["status"] for n, r in res["scripts"].items()}}))
+    return 0 if all(r["status"] in ("ok", "missing") for r in res["scripts"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
