@@ -7,15 +7,15 @@ __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL',
            'redact', 'clean_json', 'cmd_parse', 'cmd_ingest', 'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_doctor',
            'cmd_demo', 'build_parser', 'main']
 
-# %% ../nbs/12_cli.ipynb #a8e0a956
+# %% ../nbs/12_cli.ipynb #902e7e39
 import argparse, json, os, re, sys, tempfile, shutil
 from pathlib import Path
 from .core import LKTError
 
-# %% ../nbs/12_cli.ipynb #80a91a98
+# %% ../nbs/12_cli.ipynb #37ee6da4
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 
-# %% ../nbs/12_cli.ipynb #b5795730
+# %% ../nbs/12_cli.ipynb #df4b4c02
 _SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|CREDENTIALS?|AUTH)(_|$)", re.I)
 _NOT_SECRET = {"true", "false", "none", "null", "yes", "no", "on", "off"}
 _SECRET_SHAPES = re.compile(r"(Bearer\s+[A-Za-z0-9._\-]{8,}|\bsk-[A-Za-z0-9_\-]{8,})")
@@ -43,7 +43,7 @@ def redact(text:str, # text about to be printed
     for v in (secret_values() if secrets is None else secrets): text = text.replace(v, "***REDACTED***")
     return _SECRET_SHAPES.sub("***REDACTED***", text)
 
-# %% ../nbs/12_cli.ipynb #d6fd1739
+# %% ../nbs/12_cli.ipynb #842a0cf7
 def clean_json(obj):
     "Make `obj` strict-JSON-safe: NaN/inf become null, numpy scalars and arrays become Python values."
     import math
@@ -94,7 +94,7 @@ def _trace_text(tr:dict)->str:
     lines.append("  timings (ms): " + ", ".join(f"{k}={v}" for k, v in tr.get("timings_ms", {}).items()))
     return "\n".join(lines)
 
-# %% ../nbs/12_cli.ipynb #3aab9fc2
+# %% ../nbs/12_cli.ipynb #4a606486
 def cmd_parse(args)->int:
     "Parse a file or folder and print the per-format summary (nothing is stored)."
     from local_knowledge_trainer.parser import DocumentParser, summarize, parse_summary_table
@@ -207,17 +207,31 @@ def cmd_demo(args)->int:
         print(f"stats: {kt.stats}")
         for q in DEMO_QUESTIONS:
             resp = kt.query(q, k=3)
-            print(f"\n== Q: {q}")
+            skipped = "; ".join(f"{c} skipped: {why}" for c, why in resp.trace.get("skipped", {}).items())
+            print(f"\n== Q: {q}\n   channels {resp.trace['channels']}" + (f" ({skipped})" if skipped else "")
+                  + (f"; z_global p = {resp.p_value:.3g}" if resp.p_value is not None else "")
+                  + (f", Cohen's d = {resp.cohens_d:.2f}" if resp.cohens_d is not None else ""))
             for n, (c, cit) in enumerate(zip(resp.source_chunks, resp.citations), 1):
                 print(f"  [{n}] {c.score:.4f} {cit}")
+        golden = corpus.parent / "golden.jsonl"
+        if golden.exists():
+            from local_knowledge_trainer.evaluation import evaluate
+            run = evaluate(kt, str(golden), mode="all", k=10, progress=False, command="lkt demo")
+            print(f"\n== 3. evaluate {golden} ({len(run.cases) // max(1, len(run.modes))} cases, mean [95% bootstrap CI])\n"
+                  + run.text_table(["ndcg@10", "recall@10", "mrr@10"]))
+        g = kt.build_graph()
+        print(f"\n== 4. knowledge graph: {g['entities']} entities, {g['relations']} relations ({g['auto_accepted']} auto-accepted)")
+        claim = "Wilson's economic order quantity was created by Cohen in 1998."
+        dc = kt.detect_contradictions(claim)
+        print(f"   detect_contradictions({claim!r}): flagged={dc['flagged']} score={dc['contradiction_score']:.2f}")
         d = kt.doctor()
-        print(f"\n== 3. doctor: {d['status']}")
+        print(f"\n== 5. doctor: {d['status']}")
         return EXIT_OK if d["status"] == "ok" and not r.errors else EXIT_ERROR
     finally:
         kt.close()
         if not args.persist: shutil.rmtree(persist, ignore_errors=True)
 
-# %% ../nbs/12_cli.ipynb #c776303e
+# %% ../nbs/12_cli.ipynb #84428dc9
 def build_parser()->argparse.ArgumentParser:
     "The argparse parser of `lkt`."
     p = argparse.ArgumentParser(prog="lkt", description="Local Knowledge Trainer: ingest documents, retrieve cited evidence, check the base.",
