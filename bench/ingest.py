@@ -6,7 +6,9 @@ Corpus: the first --docs documents of ../shared/data/cisi written as text files 
 --gate also measures the statistical ingest gate (local_knowledge_trainer.validation.IngestGate): the last --gate-docs
 documents are held back, the rest ingested, then the held-back batch is parsed, embedded (cached) and timed through
 ingest without the gate vs IngestGate.evaluate (on the same parsed docs and cached vectors) + ingest; the JSON gets a
-"gate" object with both times and gate_overhead_ratio = (gate + ingest) / ingest.
+"gate" object with both times, the gate's phases (embed_s, score_s), its pseudo-query count, the time of a second gate
+run whose query vectors are cached, gate_overhead_ratio = (gate + ingest) / ingest and gate_overhead_ratio_cold =
+(gate + cold ingest) / cold ingest (target <= 1.5: the gate costs at most half a cold ingest).
 """
 import argparse, json, os, platform, random, shutil, sys, tempfile, time
 from pathlib import Path
@@ -56,17 +58,25 @@ def bench_gate(tmp: Path, corpus: Path, emb, a) -> dict:
             t = time.perf_counter()
             g = IngestGate(kt, hypothesis_test="all", probe_queries=a.golden).evaluate(docs, vecs)
             t_gate = time.perf_counter() - t
+            t = time.perf_counter()  # again: pseudo-query vectors now come from the embedding cache (a re-ingest)
+            IngestGate(kt, hypothesis_test="all", probe_queries=a.golden).evaluate(docs, vecs)
+            t_gate_warm = time.perf_counter() - t
+            gate_info = {k: g.params.get(k) for k in ("pseudo_queries", "queries_embedded", "base_s", "embed_s", "score_s",
+                                                      "n_pseudo", "max_query_words", "pseudo_per_chunk")}
+            gate_info["gate_cached_queries_s"] = round(t_gate_warm, 3)
         t = time.perf_counter(); kt.ingest(str(held)); t_ingest = time.perf_counter() - t
         res["with_gate" if with_gate else "without_gate"] = {"parse_embed_s": round(t_parse, 3), "gate_s": round(t_gate, 3),
                                                             "ingest_s": round(t_ingest, 3), "total_s": round(t_parse + t_gate + t_ingest, 3),
-                                                            **({"verdicts": g.report["verdict"].value_counts().to_dict()} if g else {})}
+                                                            **({"verdicts": g.report["verdict"].value_counts().to_dict(), **gate_info} if g else {})}
         kt.close()
     w, wo = res["with_gate"], res["without_gate"]
     return {**res, "held_back_docs": a.gate_docs, "held_chunks": len(chunks), "base_docs": len(files) - a.gate_docs, "probe_queries": a.golden,
             "gate_overhead_ratio": round((w["gate_s"] + w["ingest_s"]) / max(wo["ingest_s"], 1e-9), 3),
             "note": ("gate_overhead_ratio = (gate + ingest) / ingest with a warm embedding cache (worst case); "
                      "gate_overhead_ratio_cold = (gate + cold ingest) / cold ingest, cold = warm ingest + embedding the batch at the raw rate. "
-                     "The gate's cost is mostly embedding its pseudo-queries (n_pseudo per document) and probe queries.")}
+                     "gate_overhead_ratio_cold_target <= 1.5 (gate <= 0.5 x cold ingest). The gate's cost is mostly embedding its "
+                     "pseudo-queries (one batched encode; embed_s) — free on a re-ingest (gate_cached_queries_s) — and scoring "
+                     "base+doc incrementally (score_s); see IngestGate's budget notes.")}
 
 
 def main():
@@ -112,6 +122,8 @@ def main():
             cold = g["without_gate"]["ingest_s"] + g["held_chunks"] / (len(texts) / raw_best)  # + embedding them cold
             g["cold_ingest_est_s"] = round(cold, 3)
             g["gate_overhead_ratio_cold"] = round((g["with_gate"]["gate_s"] + cold) / cold, 3)
+            g["gate_overhead_ratio_cold_target"] = 1.5
+            g["gate_cached_overhead_ratio_cold"] = round((g["with_gate"]["gate_cached_queries_s"] + cold) / cold, 3)
         print(json.dumps(out, indent=2))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

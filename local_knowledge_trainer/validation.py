@@ -9,7 +9,7 @@ __all__ = ['TAU', 'CONFIDENCE_METHODS', 'DEFAULT_CONFIDENCE_METHOD', 'QUALITY_WE
            'optimize_chunking', 'plot_chunking', 'TopicConflictResult', 'test_topic_conflict',
            'bootstrap_confidence_interval', 'bootstrap_ab_test', 'compute_quality_score']
 
-# %% ../nbs/11_validation.ipynb #754d7a85
+# %% ../nbs/11_validation.ipynb #7d8d1a5c
 import hashlib, json, math, os, re, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from .lexical import BM25Index, tokenize
 from .retrieval import rrf_fuse
 from .evaluation import KeyMatcher, load_golden, GoldenCase
 
-# %% ../nbs/11_validation.ipynb #acd8e5e7
+# %% ../nbs/11_validation.ipynb #77fd37a4
 TAU = 0.7  # token containment that makes a chunk "hold" a pseudo-query sentence
 _STATE = {}  # (id(kt), base key, what) -> cached arrays (bounded)
 
@@ -97,13 +97,95 @@ class _TempIndex:
             out.append([i for i, *_ in rrf_fuse(rk, self.weights, k=self.rrf_k, top_k=k)])
         return out
 
+def _fuse_one(ids:list, s_dense:np.ndarray, s_sparse:np.ndarray, c:int, k:int, weights:dict, rrf_k:int)->list:
+    "Top-k ids of one query from full dense and BM25 score vectors (aligned with ids), ranked as `_TempIndex.rank` does."
+    top = np.argpartition(-s_dense, c - 1)[:c]; top = top[np.lexsort((top, -s_dense[top]))]
+    pos = np.flatnonzero(s_sparse > 0)
+    if len(pos) > c:
+        pos = pos[np.argpartition(-s_sparse[pos], c - 1)[:c]]; kth = s_sparse[pos].min(); pos = np.flatnonzero(s_sparse >= kth)
+    sp_ = pos[np.lexsort((pos, -s_sparse[pos]))][:c]
+    rk = {"dense": [(ids[i], float(s_dense[i])) for i in top], "sparse": [(ids[i], float(s_sparse[i])) for i in sp_]}
+    return [i for i, *_ in rrf_fuse(rk, weights, k=rrf_k, top_k=k)]
+
+class _IncrementalIndex:
+    "The trainer's hybrid retrieval over `base - dropped chunks + new chunks`, scored from the base's arrays without rebuilding."
+    def __init__(self, kt, base):
+        r, lex = kt.retriever, kt.lexical
+        self.cand, self.rrf_k = r.candidates, r.rrf_k
+        self.weights = {c: r.weights.get(c, 1.0) for c in ("dense", "sparse")}
+        self.k1, self.b, self.eps = float(lex.k1), float(lex.b), 0.25  # BM25Okapi as in `lexical._OkapiEngine`
+        self.base, self.vocab = base, {}
+        rows, cols = [], []
+        for n, i in enumerate(base.ids):
+            for t in base.tokens[i]: rows.append(n); cols.append(self.vocab.setdefault(t, len(self.vocab)))
+        from scipy import sparse
+        tf = sparse.csc_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(base.ids), len(self.vocab))); tf.sum_duplicates()
+        self.tf, self.df = tf, np.diff(tf.indptr).astype(float)
+        self.dl = np.array([len(base.tokens[i]) for i in base.ids], float)
+
+    def _idf(self, df:np.ndarray, n:int)->np.ndarray:
+        idf = np.log(n - df + 0.5) - np.log(df + 0.5)
+        present = df > 0
+        if present.any(): idf[present & (idf < 0)] = self.eps * idf[present].mean()
+        return idf
+
+    def variant(self, drop:np.ndarray=None, # boolean mask of base chunks removed (a replaced document's old version)
+                new_ids:list=(), new_X:np.ndarray=None, new_tokens:list=()):
+        "Prepared state of base - drop + new: exact BM25 statistics (N, df, idf, average length) and the new chunks."
+        N0 = len(self.base.ids)
+        keep = np.ones(N0, bool) if drop is None else ~np.asarray(drop, bool)
+        extra = {}
+        for toks in new_tokens:
+            for t in toks:
+                if t not in self.vocab and t not in extra: extra[t] = len(self.vocab) + len(extra)
+        df = np.concatenate([self.df, np.zeros(len(extra))])
+        if not keep.all():  # the dropped rows' document frequencies
+            sub = self.tf[np.flatnonzero(~keep)]
+            df[:len(self.df)] -= np.diff(sub.tocsc().indptr)
+        new_tf = []
+        for toks in new_tokens:
+            cnt = {}
+            for t in toks:
+                j = self.vocab.get(t, extra.get(t)); cnt[j] = cnt.get(j, 0) + 1
+            new_tf.append(cnt)
+            for j in cnt: df[j] += 1
+        n = int(keep.sum()) + len(new_tokens)
+        ndl = np.array([len(t) for t in new_tokens], float)
+        avgdl = (self.dl[keep].sum() + ndl.sum()) / max(n, 1)
+        ids = [i for i, m in zip(self.base.ids, keep) if m] + list(new_ids)
+        return SimpleNamespace(keep=keep, extra=extra, idf=self._idf(df, n), avgdl=avgdl, new_tf=new_tf, ndl=ndl, n=n, ids=ids,
+                               new_X=np.zeros((0, self.base.X.shape[1]), np.float32) if new_X is None else np.asarray(new_X, np.float32))
+
+    def _bm25(self, v, q_tokens:list)->np.ndarray:
+        "BM25Okapi scores of every chunk of the variant (kept base chunks, then new ones) for a tokenised query."
+        N0, k1, b = len(self.base.ids), self.k1, self.b
+        s0, s1 = np.zeros(N0), np.zeros(len(v.new_tf))
+        for t in q_tokens:  # repeated query tokens count repeatedly, as in bm25s
+            j = self.vocab.get(t, v.extra.get(t))
+            if j is None or not np.isfinite(v.idf[j]): continue
+            if j < len(self.df):
+                a, z = self.tf.indptr[j], self.tf.indptr[j + 1]
+                rows, f = self.tf.indices[a:z], self.tf.data[a:z]
+                s0[rows] += v.idf[j] * f * (k1 + 1) / (f + k1 * (1 - b + b * self.dl[rows] / v.avgdl))
+            for m, cnt in enumerate(v.new_tf):
+                f = cnt.get(j)
+                if f: s1[m] += v.idf[j] * f * (k1 + 1) / (f + k1 * (1 - b + b * v.ndl[m] / v.avgdl))
+        return np.concatenate([s0[v.keep], s1]).astype(np.float32)
+
+    def rank(self, v, Q:np.ndarray, S_base:np.ndarray, q_tokens:list, k:int)->list:
+        "Top-k ids per query in the variant; S_base = Q @ base.X.T (computed once and shared by all variants)."
+        if not v.n: return [[] for _ in q_tokens]
+        c = min(max(self.cand, k), v.n)
+        Sd = np.hstack([S_base[:, v.keep], Q @ v.new_X.T]) if len(v.new_X) else S_base[:, v.keep]
+        return [_fuse_one(v.ids, Sd[j], self._bm25(v, qt), c, k, self.weights, self.rrf_k) for j, qt in enumerate(q_tokens)]
+
 def _rr(ranked:list, relevant)->float:
     "Reciprocal rank of the first relevant id (relevant: a set of ids or a predicate)."
     for r, i in enumerate(ranked, 1):
         if (relevant(i) if callable(relevant) else i in relevant): return 1.0 / r
     return 0.0
 
-# %% ../nbs/11_validation.ipynb #d219f51e
+# %% ../nbs/11_validation.ipynb #2ecfc011
 def _cases(queries, max_n:int=None, seed:int=42)->list:
     "Labelled probe queries as dicts {id, query, relevant {key: grade > 0}} (seeded subsample above `max_n`)."
     if queries is None: return []
@@ -159,7 +241,7 @@ def _case_scores(kt, cases:list, k:int=5, metric:str="mrr", mode:str="hybrid")->
         out.append(rr if metric == "mrr" else float(rr > 0))
     return np.asarray(out, float)
 
-# %% ../nbs/11_validation.ipynb #3c8158ce
+# %% ../nbs/11_validation.ipynb #b94ac9d7
 def _ab(after, before, paired:bool=True, alpha:float=0.05, seed:int=42, n_resamples:int=10_000)->dict:
     "Per-query A/B statistics of after - before: means, p, d, CI of the mean difference, test name."
     a, b = np.asarray(after, float), np.asarray(before, float)
@@ -175,7 +257,9 @@ def _ab(after, before, paired:bool=True, alpha:float=0.05, seed:int=42, n_resamp
                 out.update(p=1.0, d=0.0, ci_low=0.0, ci_high=0.0, test="paired (all differences zero)"); return out
             rb = paired_bootstrap_test(a, b, n_resamples=n_resamples, seed=seed, confidence=1 - alpha)
             if n >= 100: p, name = rb.p_value, "paired bootstrap"
-            else: p, name = paired_permutation_test(a, b, n_resamples=n_resamples, seed=seed).p_value, "paired sign-flip permutation"
+            else:  # exact enumeration of all 2^n sign vectors up to n = 16 (65,536 rows: cheaper than Monte Carlo noise)
+                p, name = paired_permutation_test(a, b, n_resamples=max(n_resamples, 2**n) if n <= 16 else n_resamples,
+                                                  seed=seed).p_value, "paired sign-flip permutation"
             out.update(p=float(p), d=float(paired_cohens_d(a, b)), ci_low=rb.ci[0], ci_high=rb.ci[1], test=name)
         else:
             if np.ptp(a) == 0 and np.ptp(b) == 0:
@@ -204,7 +288,7 @@ def _base_nn(kt, base)->np.ndarray:
         _remember(key, _nn_other_docs(base.X, base.X, list(src), src))
     return _STATE[key]
 
-# %% ../nbs/11_validation.ipynb #3eaab144
+# %% ../nbs/11_validation.ipynb #3b60259a
 @dataclass
 class GateResult:
     "Outcome of `IngestGate.evaluate`: one row per document, approvals, a report table and a plot."
@@ -258,7 +342,7 @@ class GateResult:
         ax2.set_xlabel("KS D (orange: shift)"); ax2.set_xlim(0, 1)
         return fig
 
-# %% ../nbs/11_validation.ipynb #5bd30eb0
+# %% ../nbs/11_validation.ipynb #c93f632f
 class IngestGate:
     "Statistical gate for an ingest: KS shift per document and paired A/B tests (novelty, non-degradation) before storing."
     def __init__(self, kt, # the KnowledgeTrainer (read only)
@@ -273,6 +357,8 @@ class IngestGate:
                  k:int=5, # cut-off of RR@k
                  max_probes:int=60, # at most this many labelled probes (seeded subsample)
                  n_resamples:int=10_000, # resamples of the permutation / bootstrap tests
+                 max_query_words:int=8, # a pseudo-query is a seeded window of at most this many words of a sentence (0: whole)
+                 pseudo_per_chunk:float=4, # pseudo-query budget per new chunk (above the per-document floor, below n_pseudo)
                 ):
         if hypothesis_test not in ("ttest", "ks", "all"): raise LKTError(f"hypothesis_test must be 'ttest', 'ks' or 'all', got {hypothesis_test!r}")
         if ab_test not in ("paired", "ttest_ind"): raise LKTError(f"ab_test must be 'paired' or 'ttest_ind', got {ab_test!r}")
@@ -280,17 +366,34 @@ class IngestGate:
         if strict and hypothesis_test == "ks": raise LKTError("strict=True needs the A/B test: use hypothesis_test='ttest' or 'all'")
         self.kt, self.hypothesis_test, self.strict, self.alpha, self.on_reject = kt, hypothesis_test, strict, alpha, on_reject
         self.n_pseudo, self.seed, self.ab_test, self.k, self.max_probes, self.n_resamples = n_pseudo, seed, ab_test, k, max_probes, n_resamples
+        self.max_query_words, self.pseudo_per_chunk = max_query_words, pseudo_per_chunk
         self.cases = _cases(probe_queries, max_probes, seed)
 
     def __repr__(self):
         return (f"IngestGate(hypothesis_test={self.hypothesis_test!r}, ab_test={self.ab_test!r}, strict={self.strict}, alpha={self.alpha}, "
                 f"probes={len(self.cases)}, n_pseudo={self.n_pseudo}, k={self.k})")
 
-    def _pseudo(self, doc)->list:
+    def _n_floor(self, m:int)->int:
+        "Fewest pseudo-queries whose exact two-sided sign-flip p (2^(1-n)) can pass Holm across m documents at alpha."
+        return int(min(self.n_pseudo, max(6, math.ceil(1 + math.log2(max(m, 1) / self.alpha)))))
+
+    def _window(self, s:str, rng)->str:
+        "A seeded window of at most `max_query_words` words of sentence s (s itself if shorter, or if the window is too thin)."
+        w, words = self.max_query_words, s.split()
+        if not w or len(words) <= w: return s
+        start = int(rng.integers(len(words) - w + 1))
+        wins = [" ".join(words[i:i + w]) for i in range(len(words) - w + 1)]
+        if len(set(tokenize(wins[start]))) >= 5: return wins[start]
+        best = max(range(len(wins)), key=lambda i: (len(set(tokenize(wins[i]))), -abs(i - start)))  # nearest richest window
+        return wins[best] if len(set(tokenize(wins[best]))) >= 5 else s
+
+    def _pseudo(self, doc, m:int=1)->list:
+        "Seeded pseudo-queries of one document in an ingest of m documents (budget: see the notes above `IngestGate`)."
         rng = np.random.default_rng([self.seed, int(hashlib.sha256(doc.source.encode()).hexdigest()[:8], 16)])
         sents = list(dict.fromkeys(s for c in doc.chunks for s in _sentences(c.text)))
-        if len(sents) > self.n_pseudo: sents = [sents[i] for i in sorted(rng.choice(len(sents), self.n_pseudo, replace=False))]
-        return sents
+        n = min(self.n_pseudo, max(self._n_floor(m), math.ceil(self.pseudo_per_chunk * len(doc.chunks))))
+        if len(sents) > n: sents = [sents[i] for i in sorted(rng.choice(len(sents), n, replace=False))]
+        return list(dict.fromkeys(self._window(s, rng) for s in sents))
 
     def evaluate(self, docs:list, # new or changed parsed `Document`s (with chunks)
                  vectors:dict, # chunk id -> unit float32 vector (already embedded by the trainer)
@@ -298,6 +401,7 @@ class IngestGate:
         "Test each document against the current base; returns a `GateResult` (the trainer is not modified)."
         t0 = time.perf_counter()
         kt, k, base = self.kt, self.k, _base(self.kt)
+        self._timing = {"base_s": round(time.perf_counter() - t0, 3)}
         docs = [d for d in docs if getattr(d, "chunks", None)]
         for d in docs:
             miss = [c.id for c in d.chunks if c.id not in vectors]
@@ -329,20 +433,28 @@ class IngestGate:
         rejected = [r["source"] for r in rows if not r["approved"]]
         params = {"hypothesis_test": self.hypothesis_test, "ab_test": self.ab_test, "strict": self.strict, "alpha": self.alpha,
                   "k": k, "n_pseudo": self.n_pseudo, "probes": len(self.cases), "base_chunks": len(base.ids), "seed": self.seed,
-                  "on_reject": self.on_reject, "elapsed_s": round(time.perf_counter() - t0, 3)}
+                  "on_reject": self.on_reject, "max_query_words": self.max_query_words, "pseudo_per_chunk": self.pseudo_per_chunk,
+                  **self._timing, "elapsed_s": round(time.perf_counter() - t0, 3)}
         return GateResult(rows, approved, rejected, self.alpha, params)
 
     def _ab_tests(self, docs, vectors, base, src, rows):
+        from collections import ChainMap
         kt, k = self.kt, self.k
         tok = getattr(kt.lexical, "tokenizer", tokenize)
-        pseudo = {d.source: self._pseudo(d) for d in docs}
+        t0 = time.perf_counter()
+        pseudo = {d.source: self._pseudo(d, len(docs)) for d in docs}
         lab_q = [c["query"] for c in self.cases]
-        allq = lab_q + [s for d in docs for s in pseudo[d.source]]
-        Q = _embed_queries(kt, list(dict.fromkeys(allq)))
-        qpos = {t: i for i, t in enumerate(dict.fromkeys(allq))}
-        Qlab = Q[[qpos[t] for t in lab_q]] if lab_q else Q[:0]
-        before = _TempIndex(kt, base.ids, base.X, base.tokens)
-        rank_lab0 = before.rank(Qlab, lab_q, k)
+        uq = list(dict.fromkeys(lab_q + [s for d in docs for s in pseudo[d.source]]))
+        Q = _embed_queries(kt, uq)  # ONE batched encode for every query of the ingest, through the embedding cache
+        t1 = time.perf_counter()
+        qpos = {t: i for i, t in enumerate(uq)}
+        qtok = [list(tok(t)) for t in uq]
+        key = (id(kt), base.key, "inc")
+        inc = _STATE.get(key) or _remember(key, _IncrementalIndex(kt, base))
+        v0 = inc.variant()
+        li = [qpos[t] for t in lab_q]
+        Qlab = Q[li]; Slab = Qlab @ base.X.T
+        rank_lab0 = inc.rank(v0, Qlab, Slab, [qtok[i] for i in li], k) if lab_q else []
         base_chunks = [base.chunks[i] for i in base.ids]
         rel_base = [_relevant_ids(c, base_chunks) for c in self.cases]
         lab0 = np.array([_rr(r, rel) for r, rel in zip(rank_lab0, rel_base)])
@@ -351,25 +463,25 @@ class IngestGate:
         ab = lambda a, b: _ab(a, b, self.ab_test == "paired", self.alpha, self.seed, self.n_resamples)
         for r, d in zip(rows, docs):
             doc_tokens = {c.id: list(tok(c.text)) for c in d.chunks}
-            keep = np.flatnonzero(src != d.source) if len(src) else np.array([], int)
-            ids1 = [base.ids[i] for i in keep] + [c.id for c in d.chunks]
-            X1 = np.vstack([base.X[keep], np.stack([vectors[c.id] for c in d.chunks])]).astype(np.float32)
-            tok1 = {**base.tokens, **doc_tokens}
-            after = _TempIndex(kt, ids1, X1, tok1)
+            drop = (src == d.source) if len(src) else np.zeros(0, bool)
+            Xd = np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32)
+            v1 = inc.variant(drop, [c.id for c in d.chunks], Xd, [doc_tokens[c.id] for c in d.chunks])
+            tok1 = ChainMap(doc_tokens, base.tokens)
             # novelty: own sentences
             sq = pseudo[d.source]
             if sq:
-                Qs = Q[[qpos[t] for t in sq]]
+                si = [qpos[t] for t in sq]
+                Qs = Q[si]; Ss = Qs @ base.X.T; st = [qtok[i] for i in si]
                 qsets = [set(tokenize(s)) for s in sq]
-                nb = [_rr(x, holds(qs, base.tokens)) for x, qs in zip(before.rank(Qs, sq, k), qsets)]
-                na = [_rr(x, holds(qs, tok1)) for x, qs in zip(after.rank(Qs, sq, k), qsets)]
+                nb = [_rr(x, holds(qs, base.tokens)) for x, qs in zip(inc.rank(v0, Qs, Ss, st, k), qsets)]
+                na = [_rr(x, holds(qs, tok1)) for x, qs in zip(inc.rank(v1, Qs, Ss, st, k), qsets)]
             else: nb, na = [], []
             nov = ab(na, nb)
             r.update({f"novelty_{key}": v for key, v in (("n", nov["n"]), ("before", nov["before"]), ("after", nov["after"]),
                       ("diff", nov["diff"]), ("p", nov["p"]), ("d", nov["d"]), ("ci_low", nov["ci_low"]), ("ci_high", nov["ci_high"]))})
             # non-degradation: labelled probes
             if self.cases:
-                rank1 = after.rank(Qlab, lab_q, k)
+                rank1 = inc.rank(v1, Qlab, Slab, [qtok[i] for i in li], k)
                 docset = set(doc_tokens)
                 rel1 = [(rel - {base.ids[i] for i in np.flatnonzero(src == d.source)}) | _relevant_ids(c, d.chunks)
                         for c, rel in zip(self.cases, rel_base)]
@@ -383,6 +495,8 @@ class IngestGate:
             r.update({f"probes_{key}": v for key, v in (("n", lab["n"]), ("before", lab["before"]), ("after", lab["after"]),
                       ("diff", lab["diff"]), ("p", lab["p"]), ("d", lab["d"]), ("ci_low", lab["ci_low"]), ("ci_high", lab["ci_high"]))})
             r.update(pushed_out=pushed, pushed_out_by_doc=pushed_by_doc, demoted_by_doc=demoted_by_doc, test=nov["test"] if nov["p"] is not None else lab["test"])
+        self._timing.update(pseudo_queries=sum(len(v) for v in pseudo.values()), queries_embedded=len(uq),
+                            embed_s=round(t1 - t0, 3), score_s=round(time.perf_counter() - t1, 3))
         for fam in ("novelty", "probes"):
             ps = [r[f"{fam}_p"] if r[f"{fam}_p"] is not None else np.nan for r in rows]
             adj = correct_pvalues(ps, "holm", self.alpha)[1] if rows else []
@@ -400,7 +514,7 @@ class IngestGate:
             r["redundant"] = bool(not nov_up and r["novelty_n"] >= 2 and (r["novelty_before"] or 0) >= 0.5)
             r["distractor"] = bool(r["pushed_out_by_doc"] > 0)
 
-# %% ../nbs/11_validation.ipynb #f042c30e
+# %% ../nbs/11_validation.ipynb #0575e48b
 _UNRELATED = [
     "The recipe calls for two cups of flour and a pinch of salt.", "Our flight to the island was delayed by a thunderstorm.",
     "She practised the violin every evening before dinner.", "The football match ended in a goalless draw.",
@@ -537,7 +651,7 @@ def fit_confidence_calibration(kt, # the trainer
     _CALIBRATION[(id(kt), _base(kt).key, int(k))] = ab
     return ab
 
-# %% ../nbs/11_validation.ipynb #809ef30d
+# %% ../nbs/11_validation.ipynb #fcbbfc00
 def measure_confidence(kt, # the trainer
                        queries, # labelled queries (golden path, GoldenCases or dicts)
                        k:int=5, # cut-off
@@ -638,7 +752,7 @@ def beir_trainer(path, # a BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)
                                                             if g > 0 and x in set(docs)}} for q in qids]
     return kt, [c for c in cases if c["relevant"]]
 
-# %% ../nbs/11_validation.ipynb #f2e23077
+# %% ../nbs/11_validation.ipynb #7599b900
 def _alpha_share(text:str)->float:
     "Share of letters (any script) among the non-space characters."
     t = [ch for ch in text if not ch.isspace()]
@@ -742,7 +856,7 @@ def plot_validation(rep:ValidationReport, # from validate_knowledge_base
     if len(set(rep._src)) <= 12: a3.legend(fontsize=7)
     return fig
 
-# %% ../nbs/11_validation.ipynb #2cec98b5
+# %% ../nbs/11_validation.ipynb #ff18a116
 def _rechunk(kt, size:int, overlap:int, path=None)->list:
     "Parse the stored sources (or `path`) with this chunk size; returns parsed Documents."
     from local_knowledge_trainer.parser import DocumentParser
@@ -860,7 +974,7 @@ def plot_chunking(res:ChunkOptimizationResult, # from optimize_chunking
     ax.set_title(f"χ²={res.chi2:.2f} (p={res.p_value:.2g}); Cochran's Q={res.cochran_q:.2f} (p={res.cochran_p:.2g})", fontsize=10)
     return fig
 
-# %% ../nbs/11_validation.ipynb #94e49788
+# %% ../nbs/11_validation.ipynb #8a64ba34
 @dataclass
 class TopicConflictResult:
     "Outcome of `test_topic_conflict`: per-group quality, ANOVA/Welch/Tukey/Bonferroni, eta² and weakest topics."
@@ -961,7 +1075,7 @@ def test_topic_conflict(kt, # the trainer
              f"no detectable difference between {len(usable)} topics ({an.test} p={an.p_value:.2g}, eta²={tests[0].effect_size:.2f})")
     return TopicConflictResult(gdf, tests, pw, tests[0].effect_size, weakest, concl, scores)
 
-# %% ../nbs/11_validation.ipynb #83d1c2cc
+# %% ../nbs/11_validation.ipynb #fe3068cd
 def bootstrap_confidence_interval(kt, # the trainer
                                   confidence:float=0.95, # confidence level
                                   queries=None, # labelled queries; None: known-item pseudo-queries
@@ -1015,7 +1129,7 @@ def bootstrap_ab_test(scores_before, # per-query scores of system A (before)
             "significant": bool(p <= alpha), "ci_lower": float(lo), "ci_upper": float(hi), "ci_level": 1 - alpha,
             "effect_size": d, "effect_name": "Cohen's d", "effect_label": effect_label(d)}
 
-# %% ../nbs/11_validation.ipynb #3044f014
+# %% ../nbs/11_validation.ipynb #b5927566
 QUALITY_WEIGHTS = {"relevance": 0.4, "faithfulness": 0.3, "coverage": 0.3}
 QUALITY_TIERS = ((0.8, "excellent"), (0.6, "good"), (0.4, "fair"), (0.0, "poor"))
 
