@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['STOPWORDS', 'fold_accents', 'tokenize', 'query_language', 'make_tokenizer', 'BM25Index', 'explain']
 
-# %% ../nbs/05_lexical.ipynb #7e0d4cb6
+# %% ../nbs/05_lexical.ipynb #4db0f60b
 import functools, json, math, re, unicodedata
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -16,7 +16,7 @@ import bm25s, bm25s.stopwords as _bsw
 
 from .core import LKTError
 
-# %% ../nbs/05_lexical.ipynb #f2716756
+# %% ../nbs/05_lexical.ipynb #4eead81d
 _CJK = ("\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
         "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f")
 _TOKEN_RE = re.compile(rf"([{_CJK}]+)|[^\W{_CJK}]+")  # group 1: a CJK run; otherwise a run of non-CJK word characters
@@ -66,16 +66,17 @@ def tokenize(text:str, # text in any language
             out.extend(p for p in t.split("_") if p and p not in sw)
     return out
 
-# %% ../nbs/05_lexical.ipynb #553b7dd3
+# %% ../nbs/05_lexical.ipynb #c7751875
+from .parser import detect_language
+
 _PT_EXTRA = frozenset({"quais", "qual", "onde", "quando", "quantos", "quantas", "quanto", "quem", "como", "porque", "existe", "sobre"})
 _PT_MARKS = set("ãõçáéíóúâêôàü")
 
-def query_language(text:str, # a query (or any short text)
+def query_language(text:str, # a query, a chunk or any text
                   )->str:
-    "Cheap language hint for routing: zh, ja, ko, en, pt or other."
-    if any("\u3040" <= ch <= "\u30ff" for ch in text): return "ja"
-    if any("\uac00" <= ch <= "\ud7af" or "\u1100" <= ch <= "\u11ff" for ch in text): return "ko"
-    if any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in text): return "zh"
+    "Cheap language hint for routing: zh, ja, ko (by script, `parser.detect_language`), else en, pt or other."
+    script = detect_language(text)
+    if script != "other": return script
     toks = tokenize(text, stopwords=None, strip_accents=False)
     en, pt = STOPWORDS["en"] - STOPWORDS["pt"], (STOPWORDS["pt"] - STOPWORDS["en"]) | _PT_EXTRA
     n_en = sum(t in en for t in toks)
@@ -83,7 +84,7 @@ def query_language(text:str, # a query (or any short text)
     if n_en == n_pt == 0: return "en" if toks and all(t.isascii() for t in toks) else "other"
     return "en" if n_en >= n_pt else "pt"
 
-# %% ../nbs/05_lexical.ipynb #26ee4022
+# %% ../nbs/05_lexical.ipynb #c09fba38
 def _describe_tokenizer(tok)->Optional[dict]:
     "JSON description of `tokenize` or a `functools.partial` of it; None for any other callable."
     if tok is tokenize: return {}
@@ -234,7 +235,7 @@ class BM25Index:
             raise LKTError(f"{path}: docs.jsonl has {len(idx)} documents but bm25.json says {meta['n_docs']} (truncated write?)")
         return idx
 
-# %% ../nbs/05_lexical.ipynb #e8683206
+# %% ../nbs/05_lexical.ipynb #babc9a0a
 def explain(index:BM25Index, # a fitted index
             query:str, # query text
             id:str, # document id
