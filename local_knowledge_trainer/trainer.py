@@ -6,7 +6,7 @@
 __all__ = ['FORMAT_VERSION', 'NO_LLM_HEADER', 'DENSE_LANGUAGES', 'best_quote', 'format_context', 'grounded_prompt',
            'KnowledgeTrainer', 'ollama_llm', 'openai_compatible_llm']
 
-# %% ../nbs/10_trainer.ipynb #0783bed7
+# %% ../nbs/10_trainer.ipynb #9d66b555
 import json, os, re, time, shutil, hashlib, warnings, datetime
 from pathlib import Path
 from typing import Callable, Optional
@@ -21,7 +21,7 @@ from .vector_store import make_vector_store, save_store, load_store
 from .lexical import BM25Index
 from .retrieval import Retriever
 
-# %% ../nbs/10_trainer.ipynb #4661e78b
+# %% ../nbs/10_trainer.ipynb #581d8dfd
 FORMAT_VERSION = 1
 NO_LLM_HEADER = "[No LLM configured] Context:"
 DENSE_LANGUAGES = {"all-MiniLM-L6-v2": ("en",)}  # query languages each known embedding model covers (see 06_retrieval)
@@ -35,7 +35,7 @@ def _atomic_write_json(path:Path, obj):
         json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=True); f.flush(); os.fsync(f.fileno())
     os.replace(tmp, path)
 
-# %% ../nbs/10_trainer.ipynb #d3b90dc6
+# %% ../nbs/10_trainer.ipynb #22711b15
 _SENT = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|[。！？]|$)", re.M)  # a "." inside 4.50 or e.g. v1.2 does not end a sentence
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -65,7 +65,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/10_trainer.ipynb #441a81d7
+# %% ../nbs/10_trainer.ipynb #bf00dbf0
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -83,7 +83,7 @@ def grounded_prompt(question:str, # the user's question
             "If the sources do not contain the answer, say that you do not know.\n\n"
             f"Sources:\n{format_context(chunks)}\n\nQuestion: {question}\nAnswer:")
 
-# %% ../nbs/10_trainer.ipynb #52d3b8d1
+# %% ../nbs/10_trainer.ipynb #75d3f6d0
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model:str="all-MiniLM-L6-v2", # model name (offline) or local model directory, or an `Embedder`
@@ -271,10 +271,14 @@ class KnowledgeTrainer:
         with self.store.transaction():
             for d in todo: removed += self.store.add_document(d) or []
         vs = self._ensure_vectors()
-        if removed: vs.remove([i for i in removed if i in set(vs.ids())])
-        if new_chunks: vs.add([c.id for c in new_chunks], vecs)
+        if removed:
+            have = set(vs.ids())
+            vs.remove([i for i in removed if i in have])
+            self.lexical.remove(removed)
+        if new_chunks:
+            vs.add([c.id for c in new_chunks], vecs)
+            self.lexical.add([c.id for c in new_chunks], [c.text for c in new_chunks])  # BM25 re-indexes lazily
         if todo:
-            self.lexical = BM25Index.from_store(self.store)
             self._retriever = None
             if self._graph_builder is not None: self._graph_builder.sync(self.store)
             self._publish()
@@ -289,7 +293,7 @@ class KnowledgeTrainer:
         with self.store.transaction(): ids = self.store.remove_source(source)
         if ids:
             self._ensure_vectors().remove(ids)
-            self.lexical = BM25Index.from_store(self.store); self._retriever = None
+            self.lexical.remove(ids); self._retriever = None
             if self._graph_builder is not None: self._graph_builder.sync(self.store)
             self._publish()
         return len(ids)
@@ -451,7 +455,7 @@ class KnowledgeTrainer:
         return f"KnowledgeTrainer({s['documents']} documents, {s['chunks']} chunks, {s['embedding_model']}, {s['vector_store']}, persist_dir={s['persist_dir']!r})"
     def _repr_html_(self): return html_table(list(self.stats.items()), caption="KnowledgeTrainer")
 
-# %% ../nbs/10_trainer.ipynb #77867c95
+# %% ../nbs/10_trainer.ipynb #67de9433
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})
