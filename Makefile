@@ -27,6 +27,8 @@ $(STAMP): settings.ini setup.py constraints.txt
 	$(PIP) install -q --upgrade pip wheel setuptools
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -c constraints.txt -e ".[dev]"
+	-git rev-parse --git-dir >/dev/null 2>&1 && git config merge.nbdev-merge.name "resolve notebook conflicts with nbdev_merge" \
+	  && git config merge.nbdev-merge.driver "$(abspath $(BIN))/nbdev_merge %O %A %B %P"
 	touch $(STAMP)
 
 setup: $(STAMP)
