@@ -9,7 +9,7 @@ __all__ = ['TAU', 'CONFIDENCE_METHODS', 'DEFAULT_CONFIDENCE_METHOD', 'QUALITY_WE
            'optimize_chunking', 'plot_chunking', 'TopicConflictResult', 'test_topic_conflict',
            'bootstrap_confidence_interval', 'bootstrap_ab_test', 'compute_quality_score']
 
-# %% ../nbs/11_validation.ipynb #7d8d1a5c
+# %% ../nbs/11_validation.ipynb #068a7731
 import hashlib, json, math, os, re, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from .lexical import BM25Index, tokenize
 from .retrieval import rrf_fuse
 from .evaluation import KeyMatcher, load_golden, GoldenCase
 
-# %% ../nbs/11_validation.ipynb #77fd37a4
+# %% ../nbs/11_validation.ipynb #c3c36dff
 TAU = 0.7  # token containment that makes a chunk "hold" a pseudo-query sentence
 _STATE = {}  # (id(kt), base key, what) -> cached arrays (bounded)
 
@@ -185,7 +185,7 @@ def _rr(ranked:list, relevant)->float:
         if (relevant(i) if callable(relevant) else i in relevant): return 1.0 / r
     return 0.0
 
-# %% ../nbs/11_validation.ipynb #2ecfc011
+# %% ../nbs/11_validation.ipynb #072602be
 def _cases(queries, max_n:int=None, seed:int=42)->list:
     "Labelled probe queries as dicts {id, query, relevant {key: grade > 0}} (seeded subsample above `max_n`)."
     if queries is None: return []
@@ -241,7 +241,7 @@ def _case_scores(kt, cases:list, k:int=5, metric:str="mrr", mode:str="hybrid")->
         out.append(rr if metric == "mrr" else float(rr > 0))
     return np.asarray(out, float)
 
-# %% ../nbs/11_validation.ipynb #b94ac9d7
+# %% ../nbs/11_validation.ipynb #db326d12
 def _ab(after, before, paired:bool=True, alpha:float=0.05, seed:int=42, n_resamples:int=10_000)->dict:
     "Per-query A/B statistics of after - before: means, p, d, CI of the mean difference, test name."
     a, b = np.asarray(after, float), np.asarray(before, float)
@@ -288,7 +288,7 @@ def _base_nn(kt, base)->np.ndarray:
         _remember(key, _nn_other_docs(base.X, base.X, list(src), src))
     return _STATE[key]
 
-# %% ../nbs/11_validation.ipynb #3b60259a
+# %% ../nbs/11_validation.ipynb #e9ab8a84
 @dataclass
 class GateResult:
     "Outcome of `IngestGate.evaluate`: one row per document, approvals, a report table and a plot."
@@ -342,7 +342,7 @@ class GateResult:
         ax2.set_xlabel("KS D (orange: shift)"); ax2.set_xlim(0, 1)
         return fig
 
-# %% ../nbs/11_validation.ipynb #c93f632f
+# %% ../nbs/11_validation.ipynb #92d0995c
 class IngestGate:
     "Statistical gate for an ingest: KS shift per document and paired A/B tests (novelty, non-degradation) before storing."
     def __init__(self, kt, # the KnowledgeTrainer (read only)
@@ -359,6 +359,7 @@ class IngestGate:
                  n_resamples:int=10_000, # resamples of the permutation / bootstrap tests
                  max_query_words:int=8, # a pseudo-query is a seeded window of at most this many words of a sentence (0: whole)
                  pseudo_per_chunk:float=4, # pseudo-query budget per new chunk (above the per-document floor, below n_pseudo)
+                 n_descriptive:int=3, # pseudo-queries of a document whose novelty test cannot be significant (means, redundancy)
                 ):
         if hypothesis_test not in ("ttest", "ks", "all"): raise LKTError(f"hypothesis_test must be 'ttest', 'ks' or 'all', got {hypothesis_test!r}")
         if ab_test not in ("paired", "ttest_ind"): raise LKTError(f"ab_test must be 'paired' or 'ttest_ind', got {ab_test!r}")
@@ -366,7 +367,7 @@ class IngestGate:
         if strict and hypothesis_test == "ks": raise LKTError("strict=True needs the A/B test: use hypothesis_test='ttest' or 'all'")
         self.kt, self.hypothesis_test, self.strict, self.alpha, self.on_reject = kt, hypothesis_test, strict, alpha, on_reject
         self.n_pseudo, self.seed, self.ab_test, self.k, self.max_probes, self.n_resamples = n_pseudo, seed, ab_test, k, max_probes, n_resamples
-        self.max_query_words, self.pseudo_per_chunk = max_query_words, pseudo_per_chunk
+        self.max_query_words, self.pseudo_per_chunk, self.n_descriptive = max_query_words, pseudo_per_chunk, n_descriptive
         self.cases = _cases(probe_queries, max_probes, seed)
 
     def __repr__(self):
@@ -387,11 +388,33 @@ class IngestGate:
         best = max(range(len(wins)), key=lambda i: (len(set(tokenize(wins[i]))), -abs(i - start)))  # nearest richest window
         return wins[best] if len(set(tokenize(wins[best]))) >= 5 else s
 
-    def _pseudo(self, doc, m:int=1)->list:
-        "Seeded pseudo-queries of one document in an ingest of m documents (budget: see the notes above `IngestGate`)."
+    def _sents(self, doc)->list: return list(dict.fromkeys(s for c in doc.chunks for s in _sentences(c.text)))
+
+    def _p_min(self, n:int)->float:
+        "Smallest p-value the paired novelty test can return with n pseudo-queries (0 when unbounded)."
+        if self.ab_test != "paired": return 0.0
+        if n < 2: return 1.0
+        if n <= 16 or 2**n <= self.n_resamples: return 2.0 ** (1 - n)
+        return 1 / (self.n_resamples + 1) if n < 100 else 0.0
+
+    def plan(self, docs:list)->dict:
+        "Pseudo-queries per document source: the budget, cut to `n_descriptive` where no significant novelty result is possible."
+        m = len(docs)
+        n = [min(len(self._sents(d)), self.n_pseudo, max(self._n_floor(m), math.ceil(self.pseudo_per_chunk * len(d.chunks))))
+             for d in docs]
+        pm = [self._p_min(x) for x in n]
+        R = 0  # most Holm rejections possible: the step-down on the smallest attainable p-values
+        for i, p in enumerate(sorted(pm)):
+            if p <= self.alpha / (m - i): R += 1
+            else: break
+        thr = self.alpha / (m - R + 1)  # a rejected document needs p <= alpha/(m-j+1) <= thr
+        self._thr = thr
+        return {d.source: (x if p <= thr else min(x, self.n_descriptive)) for d, x, p in zip(docs, n, pm)}
+
+    def _pseudo(self, doc, n:int)->list:
+        "n seeded pseudo-queries (sentence windows) of one document."
         rng = np.random.default_rng([self.seed, int(hashlib.sha256(doc.source.encode()).hexdigest()[:8], 16)])
-        sents = list(dict.fromkeys(s for c in doc.chunks for s in _sentences(c.text)))
-        n = min(self.n_pseudo, max(self._n_floor(m), math.ceil(self.pseudo_per_chunk * len(doc.chunks))))
+        sents = self._sents(doc)
         if len(sents) > n: sents = [sents[i] for i in sorted(rng.choice(len(sents), n, replace=False))]
         return list(dict.fromkeys(self._window(s, rng) for s in sents))
 
@@ -442,7 +465,8 @@ class IngestGate:
         kt, k = self.kt, self.k
         tok = getattr(kt.lexical, "tokenizer", tokenize)
         t0 = time.perf_counter()
-        pseudo = {d.source: self._pseudo(d, len(docs)) for d in docs}
+        plan = self.plan(docs)
+        pseudo = {d.source: self._pseudo(d, plan[d.source]) for d in docs}
         lab_q = [c["query"] for c in self.cases]
         uq = list(dict.fromkeys(lab_q + [s for d in docs for s in pseudo[d.source]]))
         Q = _embed_queries(kt, uq)  # ONE batched encode for every query of the ingest, through the embedding cache
@@ -477,6 +501,7 @@ class IngestGate:
                 na = [_rr(x, holds(qs, tok1)) for x, qs in zip(inc.rank(v1, Qs, Ss, st, k), qsets)]
             else: nb, na = [], []
             nov = ab(na, nb)
+            r["novelty_testable"] = bool(self._p_min(len(sq)) <= self._thr)  # False: descriptive only (cannot pass Holm)
             r.update({f"novelty_{key}": v for key, v in (("n", nov["n"]), ("before", nov["before"]), ("after", nov["after"]),
                       ("diff", nov["diff"]), ("p", nov["p"]), ("d", nov["d"]), ("ci_low", nov["ci_low"]), ("ci_high", nov["ci_high"]))})
             # non-degradation: labelled probes
@@ -514,7 +539,7 @@ class IngestGate:
             r["redundant"] = bool(not nov_up and r["novelty_n"] >= 2 and (r["novelty_before"] or 0) >= 0.5)
             r["distractor"] = bool(r["pushed_out_by_doc"] > 0)
 
-# %% ../nbs/11_validation.ipynb #0575e48b
+# %% ../nbs/11_validation.ipynb #f8f8751b
 _UNRELATED = [
     "The recipe calls for two cups of flour and a pinch of salt.", "Our flight to the island was delayed by a thunderstorm.",
     "She practised the violin every evening before dinner.", "The football match ended in a goalless draw.",
@@ -651,7 +676,7 @@ def fit_confidence_calibration(kt, # the trainer
     _CALIBRATION[(id(kt), _base(kt).key, int(k))] = ab
     return ab
 
-# %% ../nbs/11_validation.ipynb #fcbbfc00
+# %% ../nbs/11_validation.ipynb #890c8167
 def measure_confidence(kt, # the trainer
                        queries, # labelled queries (golden path, GoldenCases or dicts)
                        k:int=5, # cut-off
@@ -752,7 +777,7 @@ def beir_trainer(path, # a BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)
                                                             if g > 0 and x in set(docs)}} for q in qids]
     return kt, [c for c in cases if c["relevant"]]
 
-# %% ../nbs/11_validation.ipynb #7599b900
+# %% ../nbs/11_validation.ipynb #613dff08
 def _alpha_share(text:str)->float:
     "Share of letters (any script) among the non-space characters."
     t = [ch for ch in text if not ch.isspace()]
@@ -856,7 +881,7 @@ def plot_validation(rep:ValidationReport, # from validate_knowledge_base
     if len(set(rep._src)) <= 12: a3.legend(fontsize=7)
     return fig
 
-# %% ../nbs/11_validation.ipynb #ff18a116
+# %% ../nbs/11_validation.ipynb #b76e773a
 def _rechunk(kt, size:int, overlap:int, path=None)->list:
     "Parse the stored sources (or `path`) with this chunk size; returns parsed Documents."
     from local_knowledge_trainer.parser import DocumentParser
@@ -974,7 +999,7 @@ def plot_chunking(res:ChunkOptimizationResult, # from optimize_chunking
     ax.set_title(f"χ²={res.chi2:.2f} (p={res.p_value:.2g}); Cochran's Q={res.cochran_q:.2f} (p={res.cochran_p:.2g})", fontsize=10)
     return fig
 
-# %% ../nbs/11_validation.ipynb #8a64ba34
+# %% ../nbs/11_validation.ipynb #ab530e4e
 @dataclass
 class TopicConflictResult:
     "Outcome of `test_topic_conflict`: per-group quality, ANOVA/Welch/Tukey/Bonferroni, eta² and weakest topics."
@@ -1075,7 +1100,7 @@ def test_topic_conflict(kt, # the trainer
              f"no detectable difference between {len(usable)} topics ({an.test} p={an.p_value:.2g}, eta²={tests[0].effect_size:.2f})")
     return TopicConflictResult(gdf, tests, pw, tests[0].effect_size, weakest, concl, scores)
 
-# %% ../nbs/11_validation.ipynb #fe3068cd
+# %% ../nbs/11_validation.ipynb #f1cbe699
 def bootstrap_confidence_interval(kt, # the trainer
                                   confidence:float=0.95, # confidence level
                                   queries=None, # labelled queries; None: known-item pseudo-queries
@@ -1129,7 +1154,7 @@ def bootstrap_ab_test(scores_before, # per-query scores of system A (before)
             "significant": bool(p <= alpha), "ci_lower": float(lo), "ci_upper": float(hi), "ci_level": 1 - alpha,
             "effect_size": d, "effect_name": "Cohen's d", "effect_label": effect_label(d)}
 
-# %% ../nbs/11_validation.ipynb #b5927566
+# %% ../nbs/11_validation.ipynb #6745c103
 QUALITY_WEIGHTS = {"relevance": 0.4, "faithfulness": 0.3, "coverage": 0.3}
 QUALITY_TIERS = ((0.8, "excellent"), (0.6, "good"), (0.4, "fair"), (0.0, "poor"))
 
