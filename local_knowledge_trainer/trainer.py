@@ -6,7 +6,7 @@
 __all__ = ['FORMAT_VERSION', 'NO_LLM_HEADER', 'DENSE_LANGUAGES', 'best_quote', 'format_context', 'grounded_prompt',
            'KnowledgeTrainer', 'ollama_llm', 'openai_compatible_llm']
 
-# %% ../nbs/10_trainer.ipynb #9d66b555
+# %% ../nbs/10_trainer.ipynb #2c8600c9
 import json, os, re, time, shutil, hashlib, warnings, datetime
 from pathlib import Path
 from typing import Callable, Optional
@@ -21,7 +21,7 @@ from .vector_store import make_vector_store, save_store, load_store
 from .lexical import BM25Index
 from .retrieval import Retriever
 
-# %% ../nbs/10_trainer.ipynb #581d8dfd
+# %% ../nbs/10_trainer.ipynb #89a27c73
 FORMAT_VERSION = 1
 NO_LLM_HEADER = "[No LLM configured] Context:"
 DENSE_LANGUAGES = {"all-MiniLM-L6-v2": ("en",)}  # query languages each known embedding model covers (see 06_retrieval)
@@ -35,7 +35,7 @@ def _atomic_write_json(path:Path, obj):
         json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=True); f.flush(); os.fsync(f.fileno())
     os.replace(tmp, path)
 
-# %% ../nbs/10_trainer.ipynb #22711b15
+# %% ../nbs/10_trainer.ipynb #3fbfd7ac
 _SENT = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|[。！？]|$)", re.M)  # a "." inside 4.50 or e.g. v1.2 does not end a sentence
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -65,7 +65,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/10_trainer.ipynb #bf00dbf0
+# %% ../nbs/10_trainer.ipynb #b57f6154
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -83,7 +83,7 @@ def grounded_prompt(question:str, # the user's question
             "If the sources do not contain the answer, say that you do not know.\n\n"
             f"Sources:\n{format_context(chunks)}\n\nQuestion: {question}\nAnswer:")
 
-# %% ../nbs/10_trainer.ipynb #75d3f6d0
+# %% ../nbs/10_trainer.ipynb #5fa1ce42
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model:str="all-MiniLM-L6-v2", # model name (offline) or local model directory, or an `Embedder`
@@ -260,10 +260,11 @@ class KnowledgeTrainer:
             from local_knowledge_trainer.validation import IngestGate
             gate = IngestGate(self, hypothesis_test=hypothesis_test, probe_queries=probe_queries, strict=strict,
                               on_reject=on_reject, **gate_kw)
-            g = gate.evaluate(todo, {c.id: v for c, v in zip(new_chunks, vecs)})
+            g = gate.evaluate(todo, {c.id: v for c, v in zip(new_chunks, vecs if vecs is not None else [])})
             res.statistical_report, res.rejected_docs = g, list(g.rejected)
             if on_reject == "drop" and g.rejected:
-                todo = [d for d in todo if d.source not in set(g.rejected)]
+                rejected = set(g.rejected)
+                todo = [d for d in todo if d.source not in rejected]
                 keep = {c.id for d in todo for c in d.chunks}
                 sel = [i for i, c in enumerate(new_chunks) if c.id in keep]
                 new_chunks, vecs = [new_chunks[i] for i in sel], (vecs[sel] if len(sel) else None)
@@ -283,7 +284,8 @@ class KnowledgeTrainer:
             if self._graph_builder is not None: self._graph_builder.sync(self.store)
             self._publish()
         res.chunks = len(new_chunks)
-        res.approved_docs = [d.source for d in todo if d.source not in set(res.rejected_docs)]
+        rejected = set(res.rejected_docs)
+        res.approved_docs = [d.source for d in todo if d.source not in rejected]
         res.elapsed_s = round(time.perf_counter() - t0, 3)
         return res
 
@@ -455,7 +457,7 @@ class KnowledgeTrainer:
         return f"KnowledgeTrainer({s['documents']} documents, {s['chunks']} chunks, {s['embedding_model']}, {s['vector_store']}, persist_dir={s['persist_dir']!r})"
     def _repr_html_(self): return html_table(list(self.stats.items()), caption="KnowledgeTrainer")
 
-# %% ../nbs/10_trainer.ipynb #67de9433
+# %% ../nbs/10_trainer.ipynb #86557545
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})
