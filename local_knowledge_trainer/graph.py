@@ -11,7 +11,7 @@ __all__ = ['SPACY_LABELS', 'REVIEW_STATUSES', 'ACCEPTED', 'EXPORT_FORMATS', 'LKT
            'cmd_graph', 'add_graph_command', 'Triple', 'extract_triples', 'ClaimBase', 'register_entity_pairs',
            'claim_base', 'detect_contradictions', 'plot_entity_subgraph', 'plot_degree_distribution']
 
-# %% ../nbs/09_graph.ipynb #bc308abf
+# %% ../nbs/09_graph.ipynb #80481bcd
 import hashlib, json, math, re, time, unicodedata, difflib, os, sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, asdict
@@ -22,7 +22,7 @@ import networkx as nx
 
 from .core import Chunk, LKTError, html_table
 
-# %% ../nbs/09_graph.ipynb #c97c832e
+# %% ../nbs/09_graph.ipynb #70a56d69
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORDISH = re.compile(r"[\w+#]+", re.UNICODE)
@@ -58,7 +58,7 @@ def entity_id(key:str, # a `normalize_entity` key
     "Stable 16-hex-character entity id: SHA-256 of the normalised key."
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
-# %% ../nbs/09_graph.ipynb #7126384f
+# %% ../nbs/09_graph.ipynb #49027e15
 @dataclass
 class Mention:
     "An entity mention: its surface text, label and character span in the text it came from."
@@ -100,7 +100,7 @@ def _dedupe(ms:list)->list:
         out.append(m); used.append((m.start, m.end))
     return sorted(out, key=lambda m: (m.start, m.end))
 
-# %% ../nbs/09_graph.ipynb #cdd4e891
+# %% ../nbs/09_graph.ipynb #eeda0d65
 SPACY_LABELS = ("PERSON", "PER", "ORG", "GPE", "LOC", "NORP", "FAC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE", "MISC")
 
 class SpacyExtractor(EntityExtractor):
@@ -123,7 +123,7 @@ class SpacyExtractor(EntityExtractor):
     def extract_many(self, texts:Iterable)->list:
         return [self._ments(d) for d in self.nlp.pipe(list(texts), batch_size=self.batch_size)]
 
-# %% ../nbs/09_graph.ipynb #5e1fb463
+# %% ../nbs/09_graph.ipynb #b56de3ed
 _CONNECT = {"of", "de", "da", "do", "dos", "das", "del", "van", "von", "der", "den", "la", "le", "di", "du", "y"}
 _CALENDAR = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
              "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "janeiro", "fevereiro",
@@ -288,7 +288,7 @@ class RuleExtractor(EntityExtractor):
             res.append(_dedupe(ms))
         return res
 
-# %% ../nbs/09_graph.ipynb #a6c34785
+# %% ../nbs/09_graph.ipynb #65f7ccab
 _JIEBA_LABELS = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "GPE", "nt": "ORG", "nz": "MISC"}
 
 class JiebaExtractor(EntityExtractor):
@@ -317,7 +317,7 @@ class JiebaExtractor(EntityExtractor):
             if lab and len(w.strip()) >= self.min_len and _CJK_RUN.search(w): out.append(Mention(w, lab, s, pos))
         return out
 
-# %% ../nbs/09_graph.ipynb #8d97b019
+# %% ../nbs/09_graph.ipynb #0d741887
 def detect_language(text:str, # any text
                    )->str:
     "Extractor routing hint: 'zh' for CJK text, else 'pt' or 'en' (`lexical.query_language`)."
@@ -402,7 +402,7 @@ def make_extractor(language:str="auto", # auto (route per text) | en | pt | zh |
     if base is None: return RuleExtractor(language, terms=terms)
     return CombinedExtractor([base, RuleExtractor(language, terms=True)]) if terms else base
 
-# %% ../nbs/09_graph.ipynb #b498f464
+# %% ../nbs/09_graph.ipynb #f4278eb9
 REVIEW_STATUSES = ("auto_accepted", "needs_review", "reviewed", "rejected")
 ACCEPTED = ("auto_accepted", "reviewed")
 
@@ -634,7 +634,7 @@ class GraphBuilder:
 
     def __repr__(self): return f"GraphBuilder({self.extractor.version}, {self.G.number_of_nodes()} entities, {self.G.number_of_edges()} relations)"
 
-# %% ../nbs/09_graph.ipynb #17340e85
+# %% ../nbs/09_graph.ipynb #cac5a45b
 def graph_from_store(store, # an EvidenceStore holding entities/relations
                     )->nx.DiGraph:
     "Read the persisted graph straight from the entities and relations tables."
@@ -668,7 +668,7 @@ def resolve_entity(G:nx.DiGraph, # an entity graph
         if key in {normalize_entity(a) for a in d.get("aliases", ())}: return n
     return None
 
-# %% ../nbs/09_graph.ipynb #d44ccf56
+# %% ../nbs/09_graph.ipynb #dec8cc43
 def duplicate_rate(surfaces:Iterable, # distinct raw surface forms of entity mentions
                    key:Callable=None, # normalisation (default `normalize_entity`)
                   )->dict:
@@ -694,7 +694,7 @@ def graph_stats(G:nx.DiGraph, # an entity graph
             "labels": dict(Counter(d.get("label") for _, d in G.nodes(data=True)).most_common()),
             "top_entities": [G.nodes[n].get("name", n) for n, _ in top]}
 
-# %% ../nbs/09_graph.ipynb #8c2208bc
+# %% ../nbs/09_graph.ipynb #b69c75d4
 _QTOK = re.compile(r"[\w+#]+", re.UNICODE)
 
 class AliasIndex:
@@ -769,7 +769,7 @@ def graph_channel(source, # a GraphBuilder (its current `.G` is used at each cal
     fn.__name__ = "graph_channel"
     return fn
 
-# %% ../nbs/09_graph.ipynb #505dfd4c
+# %% ../nbs/09_graph.ipynb #a2eb31e5
 EXPORT_FORMATS = ("graphml", "gml", "gexf", "rdf")
 _JSON_ATTRS = {"aliases", "source_docs", "chunks", "evidence", "failed_checks"}
 _RENAME = {"gml": ({"label": "entity_label"}, {}), "gexf": ({"key": "entity_key"}, {"type": "relation_type"}),
@@ -893,7 +893,7 @@ def export_graph(G:nx.DiGraph, # an entity graph (e.g. `GraphBuilder.G`)
                        f"{back.number_of_nodes()}/{back.number_of_edges()} nodes/edges)")
     return path
 
-# %% ../nbs/09_graph.ipynb #c050842e
+# %% ../nbs/09_graph.ipynb #03d0c2e1
 _SENT = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|[。！？]|$)", re.M)
 
 def evidence_quote(text:str, # the evidence chunk's text
@@ -940,7 +940,7 @@ def entity_relations(G:nx.DiGraph, # an entity graph
                               "stale": e["chunk_id"] not in texts} for e in r["evidence"]]
     return rows
 
-# %% ../nbs/09_graph.ipynb #065fc31c
+# %% ../nbs/09_graph.ipynb #51d14da6
 EXIT_UNKNOWN_ENTITY = 5
 
 def cmd_graph(args)->int:
@@ -994,7 +994,7 @@ def add_graph_command(subparsers, # the `add_subparsers()` object of the lkt par
     sp.set_defaults(func=cmd_graph)
     return sp
 
-# %% ../nbs/09_graph.ipynb #c438f9d4
+# %% ../nbs/09_graph.ipynb #f73d1c8f
 _UP = "A-ZÀ-ÖØ-Þ"
 _NAME = rf"(?:[{_UP}][\w+#.\-]*)(?:\s+(?:(?:van|von|de|da|do|dos|der|del|la)\s+)?[{_UP}][\w+#.\-]*)*"
 _YEAR = r"(?:1[5-9]\d\d|20\d\d)"
@@ -1067,7 +1067,7 @@ def extract_triples(text:str, # any text
                 if (t.skey, rel, t.okey) not in seen: seen.add((t.skey, rel, t.okey)); out.append(t)
     return out
 
-# %% ../nbs/09_graph.ipynb #7c2d882c
+# %% ../nbs/09_graph.ipynb #d7fd5bef
 def _compatible(a:str, b:str)->bool:
     "Same value, or one name's words contained in the other's ('Guido' ~ 'Guido van Rossum'; CJK: substring)."
     if a == b: return True
@@ -1170,7 +1170,7 @@ def detect_contradictions(text:str, # the claim(s) to check, e.g. an LLM answer
             "total_pairs": len(pairs), "threshold": threshold, "contradictions": out,
             "entities": sorted(ents_all.values()), "triples": [(t.subject, t.relation, t.object) for t in claims]}
 
-# %% ../nbs/09_graph.ipynb #b4223c72
+# %% ../nbs/09_graph.ipynb #f839bd01
 _STATUS_COLOURS = {"auto_accepted": "#2b8a3e", "reviewed": "#1864ab", "needs_review": "#e67700", "rejected": "#c92a2a"}
 
 def plot_entity_subgraph(G:nx.DiGraph, # an entity graph

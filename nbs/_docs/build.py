@@ -319,7 +319,8 @@ def link_markdown(d, pages, anchors, linker):
     "Pass 2: nbdev's `add_links` on markdown cells and markdown outputs, then links made relative and checked."
     for c in d["cells"]:
         if c["cell_type"] == "markdown":
-            c["source"] = _relink(linker.linkify(c["source"]) if linker else c["source"], pages, anchors)
+            src = c["source"]
+            c["source"] = _relink((linker.linkify(src) if linker and src.strip() else None) or src, pages, anchors)  # linkify("") is None
         for o in c.get("outputs", []):
             data = o.get("data", {})
             if "text/markdown" in data: data["text/markdown"] = _relink(_src(data["text/markdown"]), pages, anchors)
