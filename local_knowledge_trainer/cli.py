@@ -7,15 +7,15 @@ __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL',
            'redact', 'clean_json', 'cmd_parse', 'cmd_ingest', 'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_doctor',
            'cmd_demo', 'build_parser', 'main']
 
-# %% ../nbs/12_cli.ipynb #902e7e39
+# %% ../nbs/12_cli.ipynb #c30e9716
 import argparse, json, os, re, sys, tempfile, shutil
 from pathlib import Path
-from .core import LKTError
+from .core import LKTError, text_table, to_jsonable
 
-# %% ../nbs/12_cli.ipynb #37ee6da4
+# %% ../nbs/12_cli.ipynb #afa65f37
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 
-# %% ../nbs/12_cli.ipynb #df4b4c02
+# %% ../nbs/12_cli.ipynb #7f0dcb4c
 _SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|CREDENTIALS?|AUTH)(_|$)", re.I)
 _NOT_SECRET = {"true", "false", "none", "null", "yes", "no", "on", "off"}
 _SECRET_SHAPES = re.compile(r"(Bearer\s+[A-Za-z0-9._\-]{8,}|\bsk-[A-Za-z0-9_\-]{8,})")
@@ -43,28 +43,17 @@ def redact(text:str, # text about to be printed
     for v in (secret_values() if secrets is None else secrets): text = text.replace(v, "***REDACTED***")
     return _SECRET_SHAPES.sub("***REDACTED***", text)
 
-# %% ../nbs/12_cli.ipynb #842a0cf7
+# %% ../nbs/12_cli.ipynb #d771d3ff
 def clean_json(obj):
     "Make `obj` strict-JSON-safe: NaN/inf become null, numpy scalars and arrays become Python values."
-    import math
-    if isinstance(obj, dict): return {str(k): clean_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set)): return [clean_json(v) for v in obj]
-    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)): return clean_json(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj): return None
-    if hasattr(obj, "to_dict") and not isinstance(obj, type): return clean_json(obj.to_dict())
-    return obj
+    return to_jsonable(obj, finite=True)
 
 def _print(obj, as_json:bool, text:str=None):
     "Print strict JSON (redacted) or the human text."
     if as_json: print(redact(json.dumps(clean_json(obj), indent=2, ensure_ascii=False, default=str, allow_nan=False)))
     else: print(redact(text if text is not None else str(obj)))
 
-def _table(rows:list, cols:list)->str:
-    "A plain aligned text table."
-    body = [[str(r.get(c, "")) for c in cols] for r in rows]
-    w = [max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(cols)]
-    line = lambda vals: "  ".join(v.ljust(w[i]) for i, v in enumerate(vals))
-    return "\n".join([line(cols), "  ".join("-" * x for x in w)] + [line(b) for b in body])
+def _table(rows:list, cols:list)->str: return text_table(rows, cols)
 
 def _trainer(args, **kw):
     from local_knowledge_trainer.trainer import KnowledgeTrainer
@@ -94,7 +83,7 @@ def _trace_text(tr:dict)->str:
     lines.append("  timings (ms): " + ", ".join(f"{k}={v}" for k, v in tr.get("timings_ms", {}).items()))
     return "\n".join(lines)
 
-# %% ../nbs/12_cli.ipynb #4a606486
+# %% ../nbs/12_cli.ipynb #54784a85
 def cmd_parse(args)->int:
     "Parse a file or folder and print the per-format summary (nothing is stored)."
     from local_knowledge_trainer.parser import DocumentParser, summarize, parse_summary_table
@@ -231,7 +220,7 @@ def cmd_demo(args)->int:
         kt.close()
         if not args.persist: shutil.rmtree(persist, ignore_errors=True)
 
-# %% ../nbs/12_cli.ipynb #84428dc9
+# %% ../nbs/12_cli.ipynb #8a336354
 def build_parser()->argparse.ArgumentParser:
     "The argparse parser of `lkt`."
     p = argparse.ArgumentParser(prog="lkt", description="Local Knowledge Trainer: ingest documents, retrieve cited evidence, check the base.",

@@ -6,8 +6,9 @@
 __all__ = ['DEFAULT_MODEL', 'ModelNotInstalledError', 'resolve_model', 'canonical_model_name', 'text_hash', 'EmbeddingCache',
            'Embedder', 'HashingEmbedder']
 
-# %% ../nbs/03_embeddings.ipynb #ce5f17ed
+# %% ../nbs/03_embeddings.ipynb #ab5282bb
 import hashlib, os, re, sqlite3, threading, warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from .core import Chunk, LKTError
 
-# %% ../nbs/03_embeddings.ipynb #5f54a7c3
+# %% ../nbs/03_embeddings.ipynb #be993cd2
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _ALIASES = {"all-minilm-l6-v2": DEFAULT_MODEL, "sentence-transformers/all-minilm-l6-v2": DEFAULT_MODEL}
 _KNOWN_DIMS = {DEFAULT_MODEL: 384}
@@ -52,7 +53,7 @@ def canonical_model_name(name:str)->str:
     except ModelNotInstalledError: pass
     return p.resolve().name if p.is_dir() else str(name)
 
-# %% ../nbs/03_embeddings.ipynb #379db537
+# %% ../nbs/03_embeddings.ipynb #939f1780
 def text_hash(text:str)->str:
     "SHA-256 hex digest of the full text (UTF-8)."
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -113,7 +114,7 @@ class EmbeddingCache:
     def close(self):
         if self.conn is not None: self.conn.close(); self.conn = None
 
-# %% ../nbs/03_embeddings.ipynb #7ad09534
+# %% ../nbs/03_embeddings.ipynb #d6216dcd
 class Embedder:
     "Offline sentence-transformers embedder with L2-normalised float32 output and a (model, id, text-hash) cache."
     def __init__(self, model:str=DEFAULT_MODEL, # model name or local model directory
@@ -178,6 +179,19 @@ class Embedder:
         n = np.linalg.norm(v, axis=1, keepdims=True)
         return v / np.where(n > 0, n, 1)
 
+    def encode_query(self, text:str, # a question
+                    )->np.ndarray:
+        "One query's unit vector, memoised in memory (bounded), so retrieval and answer confidence embed a question once."
+        with self._lock:
+            memo = self.__dict__.setdefault("_query_memo", OrderedDict())
+            v = memo.get(text)
+            if v is not None: memo.move_to_end(text); return v
+        v = self.encode([text])[0]
+        with self._lock:
+            memo[text] = v
+            if len(memo) > 1024: memo.popitem(last=False)
+        return v
+
     def embed_chunks(self, chunks:list, # `Chunk`s (or objects with .id and .text)
                     )->np.ndarray:
         "Embeddings of the chunks in order, computing only those missing from the cache."
@@ -197,7 +211,7 @@ class Embedder:
     def close(self): self.cache.close()
     def __repr__(self): return f"{type(self).__name__}({self.name!r}, device={self.device!r}, dim={self._dim})"
 
-# %% ../nbs/03_embeddings.ipynb #75ac5e0d
+# %% ../nbs/03_embeddings.ipynb #18a7911d
 _TOK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
 _CJK1 = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 

@@ -8,7 +8,7 @@ __all__ = ['METRICS', 'ALL_MODES', 'EXIT_REGRESSION', 'GoldenCase', 'parse_key',
            'Comparison', 'compare_runs', 'BaselineComparison', 'compare_with_baseline', 'load_beir', 'embed_cached',
            'BeirIndex', 'evaluate_beir', 'cmd_evaluate', 'add_evaluate_command']
 
-# %% ../nbs/08_evaluation.ipynb #55c5488b
+# %% ../nbs/08_evaluation.ipynb #75e01930
 import argparse, datetime, hashlib, itertools, json, math, os, platform, subprocess, sys, time, warnings
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .core import Chunk, LKTError, ParseError, html_table
+from .core import Chunk, LKTError, ParseError, html_table, text_table, atomic_write_text, sha256_file as _sha256_file
 from .hypothesis import (compare_paired, bootstrap_ci, correct_pvalues, paired_power,
                                                 paired_permutation_test, plot_forest)
 
-# %% ../nbs/08_evaluation.ipynb #c742147c
+# %% ../nbs/08_evaluation.ipynb #e6ee7b11
 @dataclass
 class GoldenCase:
     "One evaluation question: its relevance keys with grades, forbidden keys and free-form extras."
@@ -46,7 +46,7 @@ def parse_key(key:str, # a relevance key
         if frag.startswith("s=") and frag[2:]: return ("section", src, frag[2:])
     return ("plain", key)
 
-# %% ../nbs/08_evaluation.ipynb #1ee88bea
+# %% ../nbs/08_evaluation.ipynb #16240e7f
 def _src_match(chunk_src:str, key_src:str)->bool:
     c, k = str(chunk_src).replace("\\", "/"), key_src.replace("\\", "/")
     return c == k or c.endswith("/" + k.lstrip("./"))
@@ -99,7 +99,7 @@ def label_ranking(chunks:list, # retrieved chunks, best first
         out.append(k)
     return out
 
-# %% ../nbs/08_evaluation.ipynb #ba57b8eb
+# %% ../nbs/08_evaluation.ipynb #f9a66947
 def load_golden(path, # a JSONL file of golden cases
                )->list:
     "Read and validate golden cases (one JSON object per line; blank lines and lines starting with // are skipped)."
@@ -154,7 +154,7 @@ def check_cases(cases:list, # GoldenCases
                     out.append({"case": case.id, "kind": kind, "key": k, "problem": "matches no stored chunk"})
     return out
 
-# %% ../nbs/08_evaluation.ipynb #aa908b92
+# %% ../nbs/08_evaluation.ipynb #925a7a32
 METRICS = ("ndcg", "recall", "precision", "hit_rate", "mrr", "map", "context_precision", "forbidden")
 
 def metric_names(k:int)->list:
@@ -196,7 +196,7 @@ def ranking_metrics(labels:list, # the credited relevance key (or None) at each 
             f"context_precision@{k}": ap_sum / min(R, k) if R else 0.0,
             f"forbidden@{k}": float(forbidden_hits)}
 
-# %% ../nbs/08_evaluation.ipynb #c90552c0
+# %% ../nbs/08_evaluation.ipynb #279f3f76
 ALL_MODES = ("hybrid", "dense", "sparse")
 
 def _modes(mode)->list:
@@ -204,12 +204,6 @@ def _modes(mode)->list:
     ms = [mode] if isinstance(mode, str) else list(mode)
     if not ms: raise LKTError("no retrieval mode given")
     return ms
-
-def _sha256_file(path)->str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""): h.update(b)
-    return h.hexdigest()
 
 def _git_commit(where:Path)->Optional[dict]:
     try:
@@ -243,7 +237,7 @@ def _manifest(system)->dict:
     m.pop("updated", None)
     return m
 
-# %% ../nbs/08_evaluation.ipynb #30158e93
+# %% ../nbs/08_evaluation.ipynb #6b206354
 def _ci(x, n_resamples=10_000, seed=42)->dict:
     x = np.asarray(x, float)
     if x.size < 2 or np.ptp(x) == 0: return {"mean": float(x.mean()) if x.size else float("nan"), "ci_low": float(x.mean()) if x.size else None,
@@ -298,11 +292,8 @@ class EvalRun:
         metrics = metrics or self.metrics
         rows = [[md] + [f"{self.aggregate[md][m]['mean']:.3f} [{self.aggregate[md][m]['ci_low']:.2f},{self.aggregate[md][m]['ci_high']:.2f}]"
                         for m in metrics] for md in self.modes]
-        head = ["mode"] + metrics
-        w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-        line = lambda r: "  ".join(str(v).ljust(w[i]) for i, v in enumerate(r))
         n = len({c["id"] for c in self.cases})
-        return "\n".join([line(head), "  ".join("-" * x for x in w)] + [line(r) for r in rows] + [f"({n} queries, 95% bootstrap CIs)"])
+        return text_table(rows, ["mode"] + metrics) + f"\n({n} queries, 95% bootstrap CIs)"
 
     def to_dict(self)->dict:
         return {"format": "lkt-eval/1", "k": self.k, "modes": self.modes, "provenance": self.provenance,
@@ -315,10 +306,7 @@ class EvalRun:
     def save_baseline(self, path, # where to write the JSON baseline
                      )->Path:
         "Write this run as a baseline JSON file (atomic replace)."
-        path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(self.to_json(indent=1, sort_keys=False) + "\n", encoding="utf-8"); os.replace(tmp, path)
-        return path
+        return atomic_write_text(path, self.to_json(indent=1, sort_keys=False) + "\n")
 
     @classmethod
     def from_dict(cls, d:dict)->"EvalRun":
@@ -346,7 +334,7 @@ def load_baseline(path, # a JSON file written by `EvalRun.save_baseline`
     try: return EvalRun.from_dict(d)
     except KeyError as e: raise LKTError(f"{path}: baseline lacks the field {e}") from None
 
-# %% ../nbs/08_evaluation.ipynb #a0987a10
+# %% ../nbs/08_evaluation.ipynb #826f9cc7
 class _QueryVectors:
     "Embedder facade answering known queries from precomputed vectors."
     def __init__(self, embedder, texts, X): self.embedder, self.name, self.dim = embedder, embedder.name, embedder.dim; self._v = dict(zip(texts, X))
@@ -414,7 +402,7 @@ def evaluate(trainer, # a KnowledgeTrainer, BeirIndex, or anything with .retriev
             "index": _manifest(trainer), "retriever": _retriever_settings(retr), "unmatched_keys": problems}
     return EvalRun(rows, agg, results, prov, k=k, modes=modes)
 
-# %% ../nbs/08_evaluation.ipynb #741b9ef3
+# %% ../nbs/08_evaluation.ipynb #78c215d3
 def _pair_stats(a:np.ndarray, b:np.ndarray, alpha:float, seed:int, n_resamples:int)->dict:
     d = a - b; n = d.size
     sd = float(d.std(ddof=1)) if n > 1 else 0.0
@@ -514,7 +502,7 @@ def compare_runs(run:EvalRun, # a run (its modes are compared pairwise unless `o
     df["verdict"] = verdicts
     return Comparison(df, metric, diffs, warn, alpha, correction)
 
-# %% ../nbs/08_evaluation.ipynb #8c142e39
+# %% ../nbs/08_evaluation.ipynb #de1fd114
 _HIGHER_IS_WORSE = ("forbidden",)
 
 @dataclass
@@ -599,7 +587,7 @@ def compare_with_baseline(run:EvalRun, # the current run
     regs = df[df["regression"]].to_dict("records") if len(df) else []
     return BaselineComparison(df, regs, bool(stale), stale, notes)
 
-# %% ../nbs/08_evaluation.ipynb #b95d8938
+# %% ../nbs/08_evaluation.ipynb #30634bc8
 def load_beir(path, # a BEIR folder: corpus.jsonl, queries.jsonl, qrels.tsv
              )->tuple:
     "(corpus {id: {title, text}}, queries {id: text}, qrels {query id: {doc id: grade}}) of the judged queries."
@@ -666,7 +654,7 @@ def embed_cached(embedder, # an Embedder (encode(list) -> (n, dim))
         os.replace(tmp, f)
     return X
 
-# %% ../nbs/08_evaluation.ipynb #54d485ef
+# %% ../nbs/08_evaluation.ipynb #26349755
 class _MemStore:
     "Minimal in-memory evidence store over BEIR documents (one Chunk per document)."
     def __init__(self, chunks): self._c = {c.id: c for c in chunks}
@@ -744,7 +732,7 @@ def evaluate_beir(path, # BEIR folder
     idx = index or BeirIndex(path, max_queries=max_queries, progress=progress, **index_kw)
     return evaluate(idx, idx.cases, mode=mode, k=k, progress=progress, check=False)
 
-# %% ../nbs/08_evaluation.ipynb #e0d59f09
+# %% ../nbs/08_evaluation.ipynb #7a34a958
 EXIT_REGRESSION = 6
 
 def cmd_evaluate(args)->int:

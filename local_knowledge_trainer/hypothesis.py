@@ -11,7 +11,7 @@ __all__ = ['TestResult', 'cohens_d', 'hedges_g', 'paired_cohens_d', 'effect_labe
            'westfall_young_maxt', 'iqr_outliers', 'paired_power', 'plot_power_curves', 'plot_forest', 'compare_paired',
            'HypothesisValidator']
 
-# %% ../nbs/07_hypothesis.ipynb #8cfbe77b
+# %% ../nbs/07_hypothesis.ipynb #9375e759
 import html, inspect, itertools, math, warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Optional, Sequence
@@ -21,9 +21,9 @@ import pandas as pd
 from scipy import stats
 from scipy.special import ndtr, ndtri, gammaln
 
-from .core import LKTError, html_table
+from .core import LKTError, html_table, to_jsonable
 
-# %% ../nbs/07_hypothesis.ipynb #9d1815e7
+# %% ../nbs/07_hypothesis.ipynb #c0c4460f
 _EPS_REL = np.finfo(float).eps * 100  # relative tolerance for ">=" between resampled and observed statistics (as scipy)
 _MAX_ELEMS = 2**21  # at most ~2 M resampled values per batch: bounds memory at ~32 MB whatever n is
 
@@ -54,15 +54,8 @@ def _f(v):
     "Python float (or None) from a numpy scalar."
     return None if v is None else float(v)
 
-# %% ../nbs/07_hypothesis.ipynb #24ce54b2
-def _jsonable(v):
-    if isinstance(v, (np.floating, np.integer)): return v.item()
-    if isinstance(v, np.bool_): return bool(v)
-    if isinstance(v, np.ndarray): return v.tolist()
-    if isinstance(v, pd.DataFrame): return v.to_dict("records")
-    if isinstance(v, dict): return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)): return [_jsonable(x) for x in v]
-    return v
+# %% ../nbs/07_hypothesis.ipynb #23a9a44d
+_jsonable = to_jsonable  # numpy/pandas values to plain Python (NaN kept: a p-value can be undefined)
 
 def _fmt(v, nd=4):
     if v is None: return "—"
@@ -129,7 +122,7 @@ class TestResult:
         rows += [("n", self.n), ("assumptions", "; ".join(self.assumptions) or "—"), ("notes", "; ".join(self.notes) or "—")]
         return html_table(rows, caption="TestResult")
 
-# %% ../nbs/07_hypothesis.ipynb #9a40fea0
+# %% ../nbs/07_hypothesis.ipynb #21891add
 def cohens_d(x, # first group
              y, # second group
             )->float:
@@ -168,7 +161,7 @@ def effect_label(d:float, # an effect size on Cohen's d scale
     a = abs(d)
     return "negligible" if a < 0.2 else "small" if a < 0.5 else "medium" if a < 0.8 else "large"
 
-# %% ../nbs/07_hypothesis.ipynb #756565dd
+# %% ../nbs/07_hypothesis.ipynb #1bac13df
 def cohens_d_ci(d:float, # observed Cohen's d (or d_z when n2 is None)
                 n1:int, # size of group 1 (or number of pairs for d_z)
                 n2:Optional[int]=None, # size of group 2; None for a paired / one-sample d_z
@@ -203,7 +196,7 @@ def cohens_d_ci(d:float, # observed Cohen's d (or d_z when n2 is None)
         raise LKTError(f"noncentral-t CI did not converge for d={d}, n1={n1}, n2={n2}; use method='normal'")
     return (float(bound(1 - alpha/2) / scale), float(bound(alpha/2) / scale))
 
-# %% ../nbs/07_hypothesis.ipynb #683ae733
+# %% ../nbs/07_hypothesis.ipynb #753e0e70
 def shapiro_normality(x, # sample (1-D)
                       max_n:int=5000, # larger samples are randomly subsampled to this size (scipy's accuracy limit)
                       seed:int=42, # seed of the subsample
@@ -229,7 +222,7 @@ def shapiro_normality(x, # sample (1-D)
     return TestResult("Shapiro–Wilk", _f(res.statistic), _f(res.pvalue), n=n_used, assumptions=assumptions, notes=notes,
                       extra={"n_tested": int(x.size)})
 
-# %% ../nbs/07_hypothesis.ipynb #de6b5bb4
+# %% ../nbs/07_hypothesis.ipynb #29f5d808
 def _new_fig(w=6, h=4, ncols=1):
     from matplotlib.figure import Figure
     fig = Figure(figsize=(w, h), layout="constrained")
@@ -249,7 +242,7 @@ def plot_qq(x, # sample
     ax.set_title(title or f"QQ-plot (Shapiro–Wilk p={_fmt(shapiro_normality(x).p_value, 3)}, n={x.size})")
     return fig
 
-# %% ../nbs/07_hypothesis.ipynb #5d0c2ea2
+# %% ../nbs/07_hypothesis.ipynb #c6421269
 def ks_two_sample(x, # first sample
                   y, # second sample
                   alternative:str="two-sided", # "two-sided", "less" or "greater" (scipy's meaning)
@@ -265,7 +258,7 @@ def ks_two_sample(x, # first sample
                                    "continuous distributions (ties make the test conservative)"],
                       notes=notes, extra={"alternative": alternative, "location": _f(res.statistic_location)})
 
-# %% ../nbs/07_hypothesis.ipynb #66ffe5bb
+# %% ../nbs/07_hypothesis.ipynb #7a2765a8
 def plot_ecdfs(x, # first sample
                y, # second sample
                labels:Sequence[str]=("x", "y"), # legend labels
@@ -285,7 +278,7 @@ def plot_ecdfs(x, # first sample
     ax.set_xlabel("value"); ax.set_ylabel("cumulative proportion"); ax.legend(loc="lower right")
     return fig
 
-# %% ../nbs/07_hypothesis.ipynb #05c60c52
+# %% ../nbs/07_hypothesis.ipynb #cd462f40
 def welch_ttest(x, # first group
                 y, # second group
                 equal_var:bool=False, # False: Welch (default); True: Student's pooled-variance t-test
@@ -359,7 +352,7 @@ def permutation_test_means(x, # first group
                       notes=[f"exact: all {n_total} relabellings enumerated" if exact else f"Monte Carlo: {B} relabellings, p=(1+k)/(B+1)"],
                       extra={"n_resamples": B, "exact": exact, "seed": seed, "label": effect_label(d) if d is not None else None})
 
-# %% ../nbs/07_hypothesis.ipynb #65724885
+# %% ../nbs/07_hypothesis.ipynb #9a55c9f5
 def paired_ttest(a, # first condition, one value per item
                  b, # second condition, same items in the same order
                  confidence:float=0.95, # level of the CIs
@@ -464,7 +457,7 @@ def paired_permutation_test(a, # first condition
                       notes=[f"exact: all 2^{n}={B} sign vectors" if exact else f"Monte Carlo: {B} sign vectors, p=(1+k)/(B+1)"],
                       extra={"n_resamples": B, "exact": exact, "seed": seed})
 
-# %% ../nbs/07_hypothesis.ipynb #f186ec3c
+# %% ../nbs/07_hypothesis.ipynb #647574fe
 def plot_bootstrap(dist, # bootstrap replicates of the statistic
                    ci:tuple, # (low, high) interval to mark
                    observed:Optional[float]=None, # the observed statistic
@@ -484,7 +477,7 @@ def plot_bootstrap(dist, # bootstrap replicates of the statistic
     ax.set_title(title or f"Bootstrap distribution (B={dist.size})")
     return fig
 
-# %% ../nbs/07_hypothesis.ipynb #69951b85
+# %% ../nbs/07_hypothesis.ipynb #1a3b4e4c
 def _groups_iv(groups, min_k=2):
     if isinstance(groups, dict): names, arrays = [str(k) for k in groups], list(groups.values())
     else: names, arrays = [f"g{i+1}" for i in range(len(groups))], list(groups)
@@ -550,7 +543,7 @@ def tukey_hsd(groups:dict, # name -> sample
                       notes=[f"p_value is the smallest adjusted p ({best['group1']} vs {best['group2']}); see extra['pairs']"],
                       extra={"pairs": pairs, "statistic_name": "max |q| (studentized range)"})
 
-# %% ../nbs/07_hypothesis.ipynb #0cee3dc6
+# %% ../nbs/07_hypothesis.ipynb #4e0022cd
 def plot_groups(groups:dict, # name -> sample
                 kind:str="box", # "box" (box + points) or "violin"
                 title:Optional[str]=None, # plot title (default: Welch's ANOVA result)
@@ -569,7 +562,7 @@ def plot_groups(groups:dict, # name -> sample
     ax.set_title(title or ""); ax.set_xlabel(""); ax.set_ylabel(ylabel)
     return fig
 
-# %% ../nbs/07_hypothesis.ipynb #0b0196e4
+# %% ../nbs/07_hypothesis.ipynb #5b64bfc1
 def _table_iv(table):
     t = np.asarray(table)
     if t.ndim != 2 or min(t.shape) < 2: raise LKTError(f"contingency table must be 2-D with at least 2 rows and 2 columns, got shape {t.shape}")
@@ -651,7 +644,7 @@ def wilson_ci(successes:int, # number of successes (e.g. correct answers)
     half = z*math.sqrt(p*(1-p)/n + z*z/(4*n*n))/den
     return CIResult(estimate=p, low=max(0.0, centre - half), high=min(1.0, centre + half), confidence=1 - alpha, method="wilson", n=int(n))
 
-# %% ../nbs/07_hypothesis.ipynb #41ca5c6f
+# %% ../nbs/07_hypothesis.ipynb #5944a1be
 @dataclass
 class CIResult:
     "A point estimate with its confidence interval (and, for the bootstrap, the replicates)."
@@ -673,7 +666,7 @@ class CIResult:
         return f"CIResult({self.method}: {_fmt(self.estimate)} [{_fmt(self.low)}, {_fmt(self.high)}] at {self.confidence:.0%}, n={self.n})"
     def _repr_html_(self): return html_table(list(self.to_dict().items()), caption="CIResult")
 
-# %% ../nbs/07_hypothesis.ipynb #72e0b56a
+# %% ../nbs/07_hypothesis.ipynb #957174f9
 def plot_contingency(table, # r×c table of counts
                      row_labels:Optional[Sequence[str]]=None, # row names
                      col_labels:Optional[Sequence[str]]=None, # column names
@@ -693,7 +686,7 @@ def plot_contingency(table, # r×c table of counts
     ax.set_title(title or f"{r.test}: p={_fmt(r.p_value, 3)}, {r.effect_name}={_fmt(r.effect_size, 3)}")
     return fig
 
-# %% ../nbs/07_hypothesis.ipynb #5ef30141
+# %% ../nbs/07_hypothesis.ipynb #c7fcecf4
 def _stat_vectorized(statistic):
     try: return "axis" in inspect.signature(statistic).parameters
     except (TypeError, ValueError): return False
@@ -751,7 +744,7 @@ def bootstrap_ci(x, # sample (1-D); resampled with replacement
     return CIResult(theta, float(lo), float(hi), confidence, method, n, n_resamples, float(dist.std(ddof=1)),
                     dist if keep_distribution else None, notes)
 
-# %% ../nbs/07_hypothesis.ipynb #03e8c961
+# %% ../nbs/07_hypothesis.ipynb #ee2fd6e5
 def _adjust(p, method):
     "Holm / Bonferroni / BH adjusted p-values in plain numpy (same formulas as statsmodels' multipletests)."
     m = p.size; o = np.argsort(p, kind="stable"); ps = p[o]
@@ -828,7 +821,7 @@ def westfall_young_maxt(diffs, # n_items × m_tests matrix of per-item differenc
     out = np.empty(m); out[order] = p
     return out
 
-# %% ../nbs/07_hypothesis.ipynb #cd5c2ba2
+# %% ../nbs/07_hypothesis.ipynb #5888b2d9
 def iqr_outliers(x, # sample (1-D)
                  k:float=1.5, # fence multiplier (1.5 outliers, 3 far-out)
                 )->tuple:
@@ -839,7 +832,7 @@ def iqr_outliers(x, # sample (1-D)
     mask = (x < q1 - k*iqr) | (x > q3 + k*iqr)
     return x[~mask], int(mask.sum()), mask
 
-# %% ../nbs/07_hypothesis.ipynb #4166dc21
+# %% ../nbs/07_hypothesis.ipynb #b7a95858
 def paired_power(n:Optional[int]=None, # number of pairs (items); None to solve for it
                  effect_size:Optional[float]=None, # d_z; None to solve for the MDE
                  alpha:float=0.05, # significance level
@@ -866,7 +859,7 @@ def paired_power(n:Optional[int]=None, # number of pairs (items); None to solve 
         return pw
     raise LKTError("give n (→ minimum detectable effect), effect_size (→ required n), or both (→ power)")
 
-# %% ../nbs/07_hypothesis.ipynb #42f88c00
+# %% ../nbs/07_hypothesis.ipynb #946d86c3
 def plot_power_curves(effect_sizes:Sequence[float]=(0.2, 0.5, 0.8, 1.25), # d_z values, one curve each
                       ns:Optional[Sequence[int]]=None, # numbers of pairs (x axis); default 3..120
                       alpha:float=0.05, # significance level
@@ -887,7 +880,7 @@ def plot_power_curves(effect_sizes:Sequence[float]=(0.2, 0.5, 0.8, 1.25), # d_z 
     ax.legend(loc="lower right", fontsize=8)
     return fig
 
-# %% ../nbs/07_hypothesis.ipynb #45ce6e34
+# %% ../nbs/07_hypothesis.ipynb #13378586
 def plot_forest(rows:list, # dicts with label, estimate, low, high — or TestResults (effect size and extra["effect_ci"])
                 null_value:float=0.0, # vertical reference line
                 xlabel:str="effect size", # x-axis label
@@ -909,7 +902,7 @@ def plot_forest(rows:list, # dicts with label, estimate, low, high — or TestRe
     ax.set_xlabel(xlabel); ax.set_title(title or "Effects with confidence intervals")
     return fig
 
-# %% ../nbs/07_hypothesis.ipynb #ae53901f
+# %% ../nbs/07_hypothesis.ipynb #488a39cc
 def compare_paired(a, # system A's per-item scores
                    b, # system B's per-item scores (same items, same order)
                    alpha:float=0.05, # significance level
@@ -940,7 +933,7 @@ def compare_paired(a, # system A's per-item scores
             "primary_test": primary, "p_primary": p_primary, "significant": bool(sig), "verdict": verdict,
             "results": [rt, rw, rb, rp]}
 
-# %% ../nbs/07_hypothesis.ipynb #1f685f63
+# %% ../nbs/07_hypothesis.ipynb #858b5cdc
 class HypothesisValidator:
     "Runs LKT's statistical tests under one policy (alpha, correction, resamples, seed) and reports them."
     def __init__(self, alpha:float=0.05, # significance level

@@ -7,7 +7,7 @@ __all__ = ['is_cjk', 'cjk_ratio', 'word_spans', 'count_words', 'detect_language'
            'pack_paragraphs', 'detect_format', 'decode_bytes', 'Unit', 'sql_statement_info', 'DocumentParser',
            'summarize', 'parse_summary_table']
 
-# %% ../nbs/01_parser.ipynb #38ba175d
+# %% ../nbs/01_parser.ipynb #d2daa150
 import ast, fnmatch, hashlib, io, logging, os, re, unicodedata
 from bisect import bisect_left
 from collections import Counter, defaultdict
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
 
-from .core import Chunk, Document, chunk_id, html_table, ParseError
+from .core import Chunk, Document, chunk_id, html_table, text_table, ParseError
 
 logging.getLogger("pdfminer").setLevel(logging.ERROR)  # pdfminer's FontBBox chatter is not actionable for users
 
-# %% ../nbs/01_parser.ipynb #4c04f1dc
+# %% ../nbs/01_parser.ipynb #fd5409a6
 _CJK_RANGES = (
     (0x1100, 0x11FF),   # Hangul Jamo
     (0x2E80, 0x2FDF),   # CJK radicals supplement, Kangxi radicals
@@ -59,7 +59,7 @@ def count_words(text:str, # any text
     "Number of words in `text` as `chunk_text` counts them."
     return sum(1 for _ in _TOKEN_RE.finditer(text))
 
-# %% ../nbs/01_parser.ipynb #10a7fe07
+# %% ../nbs/01_parser.ipynb #e171ddd0
 _KANA_RE = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 _HANGUL_RE = re.compile("[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
 _LETTER_RE = re.compile(r"[^\W\d_]")
@@ -81,7 +81,7 @@ def detect_language(text:str, # any text; only the first 200,000 characters are 
     if c["han"] / n >= 0.2: return "zh"
     return "other"
 
-# %% ../nbs/01_parser.ipynb #21c94e8c
+# %% ../nbs/01_parser.ipynb #f76040ea
 def _check_sizes(chunk_size, chunk_overlap):
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer number of words, got {chunk_size!r}")
@@ -116,7 +116,7 @@ def chunk_text(text:str, # the text to cut
         start += step
     return out
 
-# %% ../nbs/01_parser.ipynb #8d18a243
+# %% ../nbs/01_parser.ipynb #7034c73d
 _PARA_SPLIT = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 
 def paragraph_spans(text:str, # any text
@@ -153,7 +153,7 @@ def pack_paragraphs(text:str, # the unit text
     if cur: out.append(cur)
     return out
 
-# %% ../nbs/01_parser.ipynb #263c18e6
+# %% ../nbs/01_parser.ipynb #15565345
 _EXT_FORMATS = {
     ".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".mdown": "markdown", ".mkd": "markdown", ".mdx": "markdown",
     ".rst": "rst", ".rest": "rst", ".py": "python", ".pyi": "python", ".pyw": "python", ".java": "java", ".sql": "sql",
@@ -189,7 +189,7 @@ def detect_format(path, # a file path (str or Path)
     if b"\x00" in head and not _has_bom(head): return "binary"
     return "text"
 
-# %% ../nbs/01_parser.ipynb #e9c3acf4
+# %% ../nbs/01_parser.ipynb #417cba76
 def decode_bytes(data:bytes, # the file's bytes
                  source:str="<bytes>", # name used in the error message
                 )->tuple:
@@ -213,7 +213,7 @@ def decode_bytes(data:bytes, # the file's bytes
     best = next((m for pref in _WESTERN for m in ties if m.encoding == pref), best)
     return str(best), best.encoding
 
-# %% ../nbs/01_parser.ipynb #9a8d712d
+# %% ../nbs/01_parser.ipynb #a60e6668
 @dataclass
 class Unit:
     "A piece of a document that chunks never cross: a page, section, code block, statement or whole file."
@@ -227,7 +227,7 @@ def _norm(s:str)->str: return unicodedata.normalize("NFKC", s).strip()
 def _unit(text, page=None, section=None, **meta)->Unit:
     return Unit(_norm(text), page, _norm(section) if section else section, meta)
 
-# %% ../nbs/01_parser.ipynb #262ec513
+# %% ../nbs/01_parser.ipynb #9b4df914
 def _ranges(nums:list)->str:
     "'1-3, 5' for [1, 2, 3, 5]."
     out, i = [], 0
@@ -294,7 +294,7 @@ def _pdf_units(data:bytes, source:str, password:str=None):
     meta = {"pages": n, "pages_without_text": no_text, "blank_pages": blank, "encrypted": encrypted}
     return units, warnings, meta
 
-# %% ../nbs/01_parser.ipynb #0655dba7
+# %% ../nbs/01_parser.ipynb #f17964d1
 def _line_offsets(text:str)->list:
     "Character offset of the start of every line, plus len(text)."
     offs, pos = [0], 0
@@ -331,7 +331,7 @@ def _markdown_units(text:str):
             heads.append((t.map[0], int(t.tag[1]), tokens[i + 1].content if i + 1 < len(tokens) else ""))
     return units + _sections_from_headings(text, heads), warnings
 
-# %% ../nbs/01_parser.ipynb #d48df7dd
+# %% ../nbs/01_parser.ipynb #1bc7187d
 _RST_ADORN = re.compile(r"""^([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])\1{2,}\s*$""")
 
 def _rst_units(text:str):
@@ -358,7 +358,7 @@ def _rst_units(text:str):
         i += 1
     return _sections_from_headings(text, heads), []
 
-# %% ../nbs/01_parser.ipynb #d96969da
+# %% ../nbs/01_parser.ipynb #194ebcd8
 def _owner_units(text:str, decls:list, module_meta:dict)->list:
     "Units from declarations (section, meta, start_line, end_line) nested by line ranges; leftover lines form the module unit."
     lines = text.splitlines(keepends=True)
@@ -409,7 +409,7 @@ def _python_units(text:str):
 class _Fallback(Exception):
     "A code reader could not parse the file; the message becomes a warning and the file is read as text."
 
-# %% ../nbs/01_parser.ipynb #fe33a4be
+# %% ../nbs/01_parser.ipynb #0d4ff989
 def _java_units(text:str):
     import javalang
     try:
@@ -465,7 +465,7 @@ def _java_units(text:str):
     pkg = tree.package.name if tree.package else None
     return _owner_units(text, decls, dict(kind="module", name=pkg or "module", lineno=1, end_lineno=len(lines))), []
 
-# %% ../nbs/01_parser.ipynb #bd41f6c1
+# %% ../nbs/01_parser.ipynb #ede7ec54
 _SQL_CATEGORY = {**{k: "DDL" for k in "CREATE ALTER DROP TRUNCATE RENAME COMMENT".split()},
                  **{k: "DML" for k in "SELECT INSERT UPDATE DELETE MERGE REPLACE UPSERT".split()},
                  **{k: "DCL" for k in "GRANT REVOKE".split()},
@@ -539,7 +539,7 @@ def _sql_units(text:str):
         units.append(_unit(s, section=sec, lineno=bisect_left(offs, a + 1), **info))
     return units, []
 
-# %% ../nbs/01_parser.ipynb #7a2b9d74
+# %% ../nbs/01_parser.ipynb #48d1a79f
 _READERS = {"markdown": _markdown_units, "rst": _rst_units, "python": _python_units, "java": _java_units, "sql": _sql_units}
 
 def _chunks_from_units(source:str, units:list, chunk_size:int, chunk_overlap:int, fmt:str)->tuple:
@@ -709,7 +709,7 @@ class DocumentParser:
         "Parse a file or a whole folder (recursively) into a sorted list of `Document`s."
         return list(self.iter_parse(path))
 
-# %% ../nbs/01_parser.ipynb #75f6ee48
+# %% ../nbs/01_parser.ipynb #3773a454
 def summarize(docs:list, # `Document`s from `DocumentParser.parse`
              )->list:
     "Per-format rows: format, files, parsed, skipped, failed, chunks, pages (sorted by format)."
@@ -728,8 +728,4 @@ def parse_summary_table(docs:list, # `Document`s from `DocumentParser.parse`
     rows = summarize(docs)
     cols = ["format", "files", "parsed", "skipped", "failed", "chunks", "pages"]
     total = {c: sum(r[c] for r in rows) for c in cols[1:]}; total["format"] = "TOTAL"
-    body = [[str(r[c]) for c in cols] for r in rows + [total]]
-    w = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(cols)]
-    fmt = lambda vals: "  ".join(v.ljust(w[0]) if i == 0 else v.rjust(w[i]) for i, v in enumerate(vals))
-    sep = "  ".join("-" * x for x in w)
-    return "\n".join([fmt(cols), sep] + [fmt(b) for b in body[:-1]] + [sep, fmt(body[-1])])
+    return text_table(rows, cols, right=tuple(range(1, len(cols))), footer=[total])

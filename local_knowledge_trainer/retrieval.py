@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['rrf_fuse', 'cross_encoder_reranker', 'Retriever']
 
-# %% ../nbs/06_retrieval.ipynb #a7fff17c
+# %% ../nbs/06_retrieval.ipynb #49459c61
 import math, time
 from pathlib import Path
 from typing import Callable, Optional
@@ -15,7 +15,7 @@ import numpy as np
 from .core import ScoredChunk, LKTError, html_table
 from .lexical import query_language
 
-# %% ../nbs/06_retrieval.ipynb #77fc2113
+# %% ../nbs/06_retrieval.ipynb #f5735745
 def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
              weights:dict=None, # channel name -> weight (default 1.0 for every channel)
              k:int=60, # RRF damping constant
@@ -38,7 +38,7 @@ def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
     if top_k is not None: order = order[:top_k]
     return [(id, fused[id], info[id]) for id in order]
 
-# %% ../nbs/06_retrieval.ipynb #925f7a50
+# %% ../nbs/06_retrieval.ipynb #f17ea499
 def cross_encoder_reranker(model_name_or_path:str=None, # local model directory or cached model name; None: nothing configured
                           )->tuple:
     "`(reranker, reason)`: a CrossEncoder-based reranker if the model is available locally, else `(None, why not)`."
@@ -55,7 +55,7 @@ def cross_encoder_reranker(model_name_or_path:str=None, # local model directory 
     rerank.model_name = str(model_name_or_path)
     return rerank, f"cross-encoder {model_name_or_path}"
 
-# %% ../nbs/06_retrieval.ipynb #1b1a0b79
+# %% ../nbs/06_retrieval.ipynb #c2b8b2be
 _NEEDS = {"dense": "an embedder and a vector store: Retriever(store, embedder=Embedder(), vector_store=...)",
           "sparse": "a lexical index: Retriever(store, lexical=BM25Index.from_store(store))",
           "text": "a store with search_text (EvidenceStore)"}
@@ -87,7 +87,8 @@ class Retriever:
 
     def _dense(self, question, n):
         if len(self.vector_store) == 0: return []
-        q = np.asarray(self.embedder.encode([question]), dtype=np.float32).reshape(-1)
+        enc = getattr(self.embedder, "encode_query", None)  # memoised: answer confidence reuses the same vector
+        q = np.asarray(enc(question) if enc else self.embedder.encode([question]), dtype=np.float32).reshape(-1)
         return self.vector_store.search(q, n)
 
     @property

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'fts_query', 'EvidenceStore']
 
-# %% ../nbs/02_store.ipynb #4d15d013
+# %% ../nbs/02_store.ipynb #185b855d
 import hashlib, json, re, sqlite3, threading, time
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +13,7 @@ from typing import Iterator, Optional
 
 from .core import Chunk, Document, LKTError
 
-# %% ../nbs/02_store.ipynb #066c91a6
+# %% ../nbs/02_store.ipynb #a812e009
 FORMAT_VERSION = 1
 
 _SCHEMA = """
@@ -53,7 +53,7 @@ def _check_trigram():
         raise LKTError(f"SQLite {sqlite3.sqlite_version} has no FTS5 'trigram' tokenizer (needs 3.34+); "
                        "upgrade Python/SQLite (e.g. a newer Python build or `pip install pysqlite3-binary`).")
 
-# %% ../nbs/02_store.ipynb #ed4aa3fe
+# %% ../nbs/02_store.ipynb #2b0082e2
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TERM = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+", re.UNICODE)
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
@@ -71,7 +71,7 @@ def fts_query(text:str, # raw user query
     if not phrases: return None
     return " OR ".join('"' + p.replace('"', '""') + '"' for p in phrases)
 
-# %% ../nbs/02_store.ipynb #bcfc5ee5
+# %% ../nbs/02_store.ipynb #cc44e529
 class EvidenceStore:
     "SQLite store of documents and chunks with a trigram FTS5 index and atomic, one-transaction-per-ingest updates."
     def __init__(self, path:str=":memory:", # SQLite file (created if missing) or ":memory:"
@@ -212,8 +212,13 @@ class EvidenceStore:
         "All stored sources, sorted."
         return [r[0] for r in self._rows("SELECT source FROM documents ORDER BY source")]
 
-    def count_chunks(self)->int: return self._rows("SELECT count(*) FROM chunks")[0][0]
-    def count_documents(self)->int: return self._rows("SELECT count(*) FROM documents")[0][0]
+    def count(self, table:str, # documents | chunks | entities | relations
+             )->int:
+        "Number of rows of one of the store's tables."
+        if table not in ("documents", "chunks", "entities", "relations"): raise ValueError(f"unknown table {table!r}")
+        return self._rows(f"SELECT count(*) FROM {table}")[0][0]
+    def count_chunks(self)->int: return self.count("chunks")
+    def count_documents(self)->int: return self.count("documents")
     def __len__(self): return self.count_chunks()
 
     def neighbors(self, id:str, # the centre chunk

@@ -6,13 +6,13 @@
 __all__ = ['FORMAT_VERSION', 'NO_LLM_HEADER', 'DENSE_LANGUAGES', 'best_quote', 'format_context', 'grounded_prompt',
            'KnowledgeTrainer', 'ollama_llm', 'openai_compatible_llm']
 
-# %% ../nbs/10_trainer.ipynb #2c8600c9
+# %% ../nbs/10_trainer.ipynb #263b21ff
 import json, os, re, time, shutil, hashlib, warnings, datetime
 from pathlib import Path
 from typing import Callable, Optional
 import numpy as np
 from tqdm.auto import tqdm
-from .core import (Chunk, Document, Citation, ScoredChunk, IngestResult, QueryResponse, LKTError,
+from .core import (Chunk, Document, Citation, ScoredChunk, IngestResult, QueryResponse, LKTError, atomic_write_text,
                                           html_table)
 from .parser import DocumentParser
 from .store import EvidenceStore
@@ -21,21 +21,14 @@ from .vector_store import make_vector_store, save_store, load_store
 from .lexical import BM25Index
 from .retrieval import Retriever
 
-# %% ../nbs/10_trainer.ipynb #89a27c73
+# %% ../nbs/10_trainer.ipynb #24c18d35
 FORMAT_VERSION = 1
 NO_LLM_HEADER = "[No LLM configured] Context:"
 DENSE_LANGUAGES = {"all-MiniLM-L6-v2": ("en",)}  # query languages each known embedding model covers (see 06_retrieval)
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
-def _atomic_write_json(path:Path, obj):
-    "Write JSON to a temporary file beside `path`, fsync it, then rename it into place."
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=True); f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-# %% ../nbs/10_trainer.ipynb #3fbfd7ac
+# %% ../nbs/10_trainer.ipynb #33764f82
 _SENT = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|[。！？]|$)", re.M)  # a "." inside 4.50 or e.g. v1.2 does not end a sentence
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -65,7 +58,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/10_trainer.ipynb #b57f6154
+# %% ../nbs/10_trainer.ipynb #fbf3d92f
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -83,7 +76,7 @@ def grounded_prompt(question:str, # the user's question
             "If the sources do not contain the answer, say that you do not know.\n\n"
             f"Sources:\n{format_context(chunks)}\n\nQuestion: {question}\nAnswer:")
 
-# %% ../nbs/10_trainer.ipynb #5fa1ce42
+# %% ../nbs/10_trainer.ipynb #a5e97ea9
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model:str="all-MiniLM-L6-v2", # model name (offline) or local model directory, or an `Embedder`
@@ -139,7 +132,7 @@ class KnowledgeTrainer:
         if self._graph_builder is None:
             from local_knowledge_trainer.graph import GraphBuilder, make_extractor
             ex = make_extractor("auto")  # routes each text to spaCy NER, the rule extractor or jieba by its script
-            if self.store._rows("SELECT count(*) FROM entities")[0][0]:
+            if self.store.count("entities"):
                 self._graph_builder = GraphBuilder.load_from_store(self.store, extractor=ex)
                 self._graph_builder.sync(self.store)
             else:
@@ -206,9 +199,10 @@ class KnowledgeTrainer:
     def _publish(self):
         "Save the vector store (staging + atomic rename) and the top-level manifest."
         if not self.persist_dir: return
+        m = self.manifest()
         save_store(self._ensure_vectors(), self.persist_dir, model=self.embedder.name,
-                   extra_hashes={"chunk_ids_sha256": hashlib.sha256("\n".join(sorted(self.store.chunk_ids())).encode()).hexdigest()})
-        _atomic_write_json(self.persist_dir / "manifest.json", self.manifest())
+                   extra_hashes={"chunk_ids_sha256": m["chunk_ids_sha256"]})
+        atomic_write_text(self.persist_dir / "manifest.json", json.dumps(m, indent=2, ensure_ascii=False, sort_keys=True))
 
     def manifest(self)->dict:
         "What the persisted base holds: model, dimension, counts, backend and content hashes."
@@ -411,9 +405,8 @@ class KnowledgeTrainer:
     @property
     def stats(self)->dict:
         "Counts and configuration: chunks, documents, entities, relations, embedding model, dim, backend."
-        n = lambda table: self.store._rows(f"SELECT count(*) FROM {table}")[0][0]
-        return {"documents": self.store.count_documents(), "chunks": self.store.count_chunks(),
-                "entities": n("entities"), "relations": n("relations"),
+        n = self.store.count
+        return {"documents": n("documents"), "chunks": n("chunks"), "entities": n("entities"), "relations": n("relations"),
                 "embedding_model": self.embedder.name, "dim": self.embedder.dim,
                 "vector_store": getattr(self.vectors, "kind", self.vector_backend),
                 "vectors": len(self.vectors) if self.vectors is not None else 0,
@@ -457,7 +450,7 @@ class KnowledgeTrainer:
         return f"KnowledgeTrainer({s['documents']} documents, {s['chunks']} chunks, {s['embedding_model']}, {s['vector_store']}, persist_dir={s['persist_dir']!r})"
     def _repr_html_(self): return html_table(list(self.stats.items()), caption="KnowledgeTrainer")
 
-# %% ../nbs/10_trainer.ipynb #86557545
+# %% ../nbs/10_trainer.ipynb #f67f6a45
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})

@@ -9,7 +9,7 @@ __all__ = ['TAU', 'CONFIDENCE_METHODS', 'DEFAULT_CONFIDENCE_METHOD', 'QUALITY_WE
            'optimize_chunking', 'plot_chunking', 'TopicConflictResult', 'test_topic_conflict',
            'bootstrap_confidence_interval', 'bootstrap_ab_test', 'compute_quality_score']
 
-# %% ../nbs/11_validation.ipynb #068a7731
+# %% ../nbs/11_validation.ipynb #e1115554
 import hashlib, json, math, os, re, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from .lexical import BM25Index, tokenize
 from .retrieval import rrf_fuse
 from .evaluation import KeyMatcher, load_golden, GoldenCase
 
-# %% ../nbs/11_validation.ipynb #c3c36dff
+# %% ../nbs/11_validation.ipynb #6b85d8a8
 TAU = 0.7  # token containment that makes a chunk "hold" a pseudo-query sentence
 _STATE = {}  # (id(kt), base key, what) -> cached arrays (bounded)
 
@@ -185,7 +185,7 @@ def _rr(ranked:list, relevant)->float:
         if (relevant(i) if callable(relevant) else i in relevant): return 1.0 / r
     return 0.0
 
-# %% ../nbs/11_validation.ipynb #072602be
+# %% ../nbs/11_validation.ipynb #a0dffac4
 def _cases(queries, max_n:int=None, seed:int=42)->list:
     "Labelled probe queries as dicts {id, query, relevant {key: grade > 0}} (seeded subsample above `max_n`)."
     if queries is None: return []
@@ -241,7 +241,7 @@ def _case_scores(kt, cases:list, k:int=5, metric:str="mrr", mode:str="hybrid")->
         out.append(rr if metric == "mrr" else float(rr > 0))
     return np.asarray(out, float)
 
-# %% ../nbs/11_validation.ipynb #db326d12
+# %% ../nbs/11_validation.ipynb #f0c73171
 def _ab(after, before, paired:bool=True, alpha:float=0.05, seed:int=42, n_resamples:int=10_000)->dict:
     "Per-query A/B statistics of after - before: means, p, d, CI of the mean difference, test name."
     a, b = np.asarray(after, float), np.asarray(before, float)
@@ -288,7 +288,7 @@ def _base_nn(kt, base)->np.ndarray:
         _remember(key, _nn_other_docs(base.X, base.X, list(src), src))
     return _STATE[key]
 
-# %% ../nbs/11_validation.ipynb #e9ab8a84
+# %% ../nbs/11_validation.ipynb #cec8a7f5
 @dataclass
 class GateResult:
     "Outcome of `IngestGate.evaluate`: one row per document, approvals, a report table and a plot."
@@ -342,7 +342,7 @@ class GateResult:
         ax2.set_xlabel("KS D (orange: shift)"); ax2.set_xlim(0, 1)
         return fig
 
-# %% ../nbs/11_validation.ipynb #92d0995c
+# %% ../nbs/11_validation.ipynb #5daf7af8
 class IngestGate:
     "Statistical gate for an ingest: KS shift per document and paired A/B tests (novelty, non-degradation) before storing."
     def __init__(self, kt, # the KnowledgeTrainer (read only)
@@ -539,7 +539,7 @@ class IngestGate:
             r["redundant"] = bool(not nov_up and r["novelty_n"] >= 2 and (r["novelty_before"] or 0) >= 0.5)
             r["distractor"] = bool(r["pushed_out_by_doc"] > 0)
 
-# %% ../nbs/11_validation.ipynb #f8f8751b
+# %% ../nbs/11_validation.ipynb #69606b76
 _UNRELATED = [
     "The recipe calls for two cups of flour and a pinch of salt.", "Our flight to the island was delayed by a thunderstorm.",
     "She practised the violin every evening before dinner.", "The football match ended in a goalless draw.",
@@ -599,7 +599,8 @@ def _conf_stats(kt, question:str, ids:list, k:int)->dict:
     "Shared pieces: similarities over the base, top-k mean, retrieved cosines, null statistics."
     base = _base(kt)
     if not base.ids: raise LKTError("answer_confidence: the knowledge base is empty")
-    q = _embed_queries(kt, [question])[0]
+    enc = getattr(kt.embedder, "encode_query", None)  # the retriever already embedded this question: reuse it
+    q = np.asarray(enc(question), np.float32) if enc else _embed_queries(kt, [question])[0]
     s = base.X @ q
     k = max(1, min(int(k), len(s)))
     top = np.sort(s)[::-1][:k]
@@ -676,7 +677,7 @@ def fit_confidence_calibration(kt, # the trainer
     _CALIBRATION[(id(kt), _base(kt).key, int(k))] = ab
     return ab
 
-# %% ../nbs/11_validation.ipynb #890c8167
+# %% ../nbs/11_validation.ipynb #7ff419b2
 def measure_confidence(kt, # the trainer
                        queries, # labelled queries (golden path, GoldenCases or dicts)
                        k:int=5, # cut-off
@@ -777,7 +778,7 @@ def beir_trainer(path, # a BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)
                                                             if g > 0 and x in set(docs)}} for q in qids]
     return kt, [c for c in cases if c["relevant"]]
 
-# %% ../nbs/11_validation.ipynb #613dff08
+# %% ../nbs/11_validation.ipynb #a58e95e6
 def _alpha_share(text:str)->float:
     "Share of letters (any script) among the non-space characters."
     t = [ch for ch in text if not ch.isspace()]
@@ -881,7 +882,7 @@ def plot_validation(rep:ValidationReport, # from validate_knowledge_base
     if len(set(rep._src)) <= 12: a3.legend(fontsize=7)
     return fig
 
-# %% ../nbs/11_validation.ipynb #b76e773a
+# %% ../nbs/11_validation.ipynb #af0799aa
 def _rechunk(kt, size:int, overlap:int, path=None)->list:
     "Parse the stored sources (or `path`) with this chunk size; returns parsed Documents."
     from local_knowledge_trainer.parser import DocumentParser
@@ -999,7 +1000,7 @@ def plot_chunking(res:ChunkOptimizationResult, # from optimize_chunking
     ax.set_title(f"χ²={res.chi2:.2f} (p={res.p_value:.2g}); Cochran's Q={res.cochran_q:.2f} (p={res.cochran_p:.2g})", fontsize=10)
     return fig
 
-# %% ../nbs/11_validation.ipynb #ab530e4e
+# %% ../nbs/11_validation.ipynb #94b74ec9
 @dataclass
 class TopicConflictResult:
     "Outcome of `test_topic_conflict`: per-group quality, ANOVA/Welch/Tukey/Bonferroni, eta² and weakest topics."
@@ -1100,7 +1101,7 @@ def test_topic_conflict(kt, # the trainer
              f"no detectable difference between {len(usable)} topics ({an.test} p={an.p_value:.2g}, eta²={tests[0].effect_size:.2f})")
     return TopicConflictResult(gdf, tests, pw, tests[0].effect_size, weakest, concl, scores)
 
-# %% ../nbs/11_validation.ipynb #f1cbe699
+# %% ../nbs/11_validation.ipynb #2d52782a
 def bootstrap_confidence_interval(kt, # the trainer
                                   confidence:float=0.95, # confidence level
                                   queries=None, # labelled queries; None: known-item pseudo-queries
@@ -1154,7 +1155,7 @@ def bootstrap_ab_test(scores_before, # per-query scores of system A (before)
             "significant": bool(p <= alpha), "ci_lower": float(lo), "ci_upper": float(hi), "ci_level": 1 - alpha,
             "effect_size": d, "effect_name": "Cohen's d", "effect_label": effect_label(d)}
 
-# %% ../nbs/11_validation.ipynb #6745c103
+# %% ../nbs/11_validation.ipynb #d457f8fe
 QUALITY_WEIGHTS = {"relevance": 0.4, "faithfulness": 0.3, "coverage": 0.3}
 QUALITY_TIERS = ((0.8, "excellent"), (0.6, "good"), (0.4, "fair"), (0.0, "poor"))
 

@@ -7,16 +7,16 @@ __all__ = ['FORMAT_VERSION', 'DEFAULT_EF_SEARCH', 'MANIFEST', 'IndexMismatchErro
            'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'make_vector_store', 'save_store', 'read_manifest',
            'load_store', 'hnsw_recall']
 
-# %% ../nbs/04_vector_store.ipynb #eecf8197
+# %% ../nbs/04_vector_store.ipynb #3f5b1842
 import hashlib, json, os, shutil, threading, time, uuid, warnings
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from .core import LKTError
+from .core import LKTError, sha256_file as _sha256_file
 
-# %% ../nbs/04_vector_store.ipynb #ba2b7636
+# %% ../nbs/04_vector_store.ipynb #31022393
 FORMAT_VERSION = 1
 
 class IndexMismatchError(LKTError):
@@ -100,7 +100,7 @@ class VectorStore:
         target = cls if cls is not VectorStore else _backend(meta["kind"])
         return target._load_files(d, meta["dim"], {**meta.get("params", {}), **kw})
 
-# %% ../nbs/04_vector_store.ipynb #212e5e21
+# %% ../nbs/04_vector_store.ipynb #ea153f84
 def _topk(scores:np.ndarray, k:int)->np.ndarray:
     "Indices of the k largest scores per row, best first, ties by lower index."
     out = []
@@ -163,7 +163,7 @@ class NumpyStore(VectorStore):
         s._pos = {i: n for n, i in enumerate(s._ids)}
         return s
 
-# %% ../nbs/04_vector_store.ipynb #501219ec
+# %% ../nbs/04_vector_store.ipynb #22d7ebaf
 DEFAULT_EF_SEARCH = 128  # smallest tried efSearch with recall@10 ≥ 0.95 on CISI/MiniLM *and* on the harder synthetic set below
 
 class FaissHNSWStore(VectorStore):
@@ -264,7 +264,7 @@ class FaissHNSWStore(VectorStore):
         s._dead = {r for r, i in enumerate(rows) if i is None}
         return s
 
-# %% ../nbs/04_vector_store.ipynb #b4bca7b2
+# %% ../nbs/04_vector_store.ipynb #5b57feb6
 class ChromaStore(VectorStore):
     "Chroma collection (cosine space) behind the VectorStore interface; in-memory or persistent at `path`."
     kind = "chroma"
@@ -334,7 +334,7 @@ class ChromaStore(VectorStore):
         if len(tmp): s.add(tmp.ids(), tmp._X)
         return s
 
-# %% ../nbs/04_vector_store.ipynb #e4437741
+# %% ../nbs/04_vector_store.ipynb #ce876648
 _INSTALL = {"faiss": ("faiss", "pip install faiss-cpu"), "chroma": ("chromadb", "pip install 'local_knowledge_trainer[chroma]' (or pip install chromadb)")}
 
 def _backend(kind:str):
@@ -359,15 +359,9 @@ def make_vector_store(kind:str="faiss", # "faiss" (default), "chroma" or "numpy"
                       "Falling back to the exact NumpyStore.", stacklevel=2)
         return NumpyStore(dim)
 
-# %% ../nbs/04_vector_store.ipynb #754ada4d
+# %% ../nbs/04_vector_store.ipynb #a9537c9d
 MANIFEST = "manifest.json"
 _DIRNAME = "vector_store"
-
-def _sha256_file(p:Path)->str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""): h.update(b)
-    return h.hexdigest()
 
 def _fsync_dir(d:Path, files:bool=True):
     if files:
@@ -462,7 +456,7 @@ def load_store(persist_dir:str, # knowledge-base directory holding vector_store/
     s.manifest = m
     return s
 
-# %% ../nbs/04_vector_store.ipynb #1e88ea39
+# %% ../nbs/04_vector_store.ipynb #34641b63
 def hnsw_recall(V:np.ndarray, # corpus vectors (n, dim)
                 Q:np.ndarray, # query vectors (m, dim)
                 ef_values:list=(16, 32, 64, 128), # efSearch values to try
