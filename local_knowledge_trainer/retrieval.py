@@ -5,17 +5,19 @@
 # %% auto #0
 __all__ = ['rrf_fuse', 'cross_encoder_reranker', 'Retriever']
 
-# %% ../nbs/07_retrieval.ipynb #374d62a5
+# %% ../nbs/07_retrieval.ipynb #a08548dd
 import math, time
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
+from fastcore.basics import patch
+
 from .core import ScoredChunk, LKTError, html_table
 from .lexical import query_language
 
-# %% ../nbs/07_retrieval.ipynb #d6b7a71e
+# %% ../nbs/07_retrieval.ipynb #cc02c036
 def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
              weights:dict=None, # channel name -> weight (default 1.0 for every channel)
              rrf_k:int=60, # RRF damping constant (not the number of results: that is `top_k`)
@@ -38,7 +40,7 @@ def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
     if top_k is not None: order = order[:top_k]
     return [(id, fused[id], info[id]) for id in order]
 
-# %% ../nbs/07_retrieval.ipynb #08b487b8
+# %% ../nbs/07_retrieval.ipynb #015ef6c2
 def cross_encoder_reranker(model_name_or_path:str=None, # local model directory or cached model name; None: nothing configured
                           )->tuple:
     "`(reranker, reason)`: a CrossEncoder-based reranker if the model is available locally, else `(None, why not)`."
@@ -55,7 +57,7 @@ def cross_encoder_reranker(model_name_or_path:str=None, # local model directory 
     rerank.model_name = str(model_name_or_path)
     return rerank, f"cross-encoder {model_name_or_path}"
 
-# %% ../nbs/07_retrieval.ipynb #54f8bee7
+# %% ../nbs/07_retrieval.ipynb #67d9bb7e
 _NEEDS = {"dense": "an embedder and a vector store: Retriever(store, embedder=Embedder(), vector_store=...)",
           "sparse": "a lexical index: Retriever(store, lexical=BM25Index.from_store(store))",
           "text": "a store with search_text (EvidenceStore)"}
@@ -91,104 +93,110 @@ class Retriever:
         q = np.asarray(enc(question) if enc else self.embedder.encode([question]), dtype=np.float32).reshape(-1)
         return self.vector_store.search(q, n)
 
-    @property
-    def modes(self)->list:
-        "Valid modes: hybrid, the built-in channel names and any added channel."
-        return sorted({"hybrid", "dense", "sparse", "text", *self.channels})
-
-    def add_channel(self, name:str, # channel (and mode) name, e.g. "graph"
-                    fn:Callable, # fn(question, n) -> [(id, score)] best first
-                    weight:float=1.0, # its RRF weight
-                    hybrid:bool=False, # also fuse it in mode="hybrid"
-                   ):
-        "Register a retrieval channel; it becomes a mode and, optionally, part of hybrid fusion."
-        if name == "hybrid": raise ValueError("'hybrid' is the fused mode, not a channel name")
-        self.channels[name], self.weights[name] = fn, float(weight)
-        if hybrid and name not in self.hybrid_channels: self.hybrid_channels.append(name)
-        return self
-
-    def set_reranker(self, fn, # fn(question, texts) -> scores; "auto" (a local cross-encoder if found); a model path; None
-                    ):
-        "Set (or clear) the reranker applied to the fused top candidates."
-        if fn is None: self.reranker, self.reranker_info = None, {"status": "none"}
-        elif callable(fn): self.reranker, self.reranker_info = fn, {"status": "set", "name": getattr(fn, "model_name", getattr(fn, "__name__", "custom"))}
-        elif isinstance(fn, str):
-            r, why = cross_encoder_reranker(None if fn == "auto" else fn)
-            self.reranker = r
-            self.reranker_info = {"status": "set", "name": why} if r else {"status": "unavailable", "reason": why}
-            if r is None and fn != "auto": raise LKTError(f"reranker {fn!r} unavailable: {why}")
-        else: raise TypeError(f"reranker must be a callable, 'auto', a model path or None, not {type(fn).__name__}")
-        return self
-
-    def _channels_for(self, mode):
-        if mode not in self.modes:
-            raise ValueError(f"unknown retrieval mode {mode!r}; valid modes: {', '.join(self.modes)}")
-        if mode != "hybrid":
-            if mode not in self.channels:
-                raise LKTError(f"mode {mode!r} needs {_NEEDS.get(mode, 'its channel to be added with add_channel')}")
-            return [mode], {}
-        use = [c for c in self.hybrid_channels if c in self.channels]
-        missing = {c: _NEEDS.get(c, "add_channel") for c in self.hybrid_channels if c not in self.channels}
-        if not use: raise LKTError("mode 'hybrid' has none of its channels: configure " + "; ".join(missing.values()))
-        return use, missing
-
-    def search(self, question:str, # the user's question
-               k:int=5, # number of chunks to return
-               mode:str="hybrid", # hybrid | dense | sparse | text | any added channel
-              )->tuple:
-        "Retrieve the top-k `ScoredChunk`s and a trace of every stage."
-        t0 = time.perf_counter(); ms = lambda t: round((time.perf_counter() - t) * 1000, 3)
-        use, missing = self._channels_for(mode)
-        skipped = {}
-        if mode == "hybrid" and "dense" in use and len(use) > 1 and self.dense_languages:
-            lang = query_language(question or "")
-            if lang not in self.dense_languages:
-                use = [c for c in use if c != "dense"]
-                skipped["dense"] = f"query language {lang!r} is not covered by the embedding model ({', '.join(self.dense_languages)})"
-        trace = {"question": question, "mode": mode, "k": k, "channels": use, "missing": missing, "skipped": skipped,
-                 "weights": {c: self.weights.get(c, 1.0) for c in use}, "rrf_k": self.rrf_k,
-                 "candidates": {}, "fused": [], "reranker": dict(self.reranker_info), "stale_ids": [], "timings_ms": {}}
-        if not question or not question.strip() or k <= 0:
-            trace["timings_ms"]["total"] = ms(t0); return [], trace
-        n = max(self.candidates, k)
-        rankings = {}
-        for c in use:
-            t = time.perf_counter()
-            rankings[c] = [(str(i), float(s)) for i, s in self.channels[c](question, n)]
-            trace["timings_ms"][c] = ms(t)
-            trace["candidates"][c] = [{"id": i, "rank": r, "score": s} for r, (i, s) in enumerate(rankings[c], 1)]
-        t = time.perf_counter()
-        if len(use) == 1:  # a single channel keeps its own order and score (meaningful for statistics downstream)
-            fused = [(i, s, info) for i, s, info in rrf_fuse(rankings, rrf_k=self.rrf_k)]
-            own = {i: s for i, s in rankings[use[0]]}
-            fused = sorted(((i, own[i], info) for i, _, info in fused), key=lambda x: x[2][use[0]]["rank"])
-        else:
-            fused = rrf_fuse(rankings, self.weights, rrf_k=self.rrf_k)
-        trace["timings_ms"]["fuse"] = ms(t)
-        trace["fused"] = [{"id": i, "score": s, "ranks": {c: v["rank"] for c, v in info.items()}} for i, s, info in fused]
-        top = fused[:max(k, self.candidates)]  # fetched in one call; the spare ids replace stale ones and feed the reranker
-        t = time.perf_counter()
-        chunks = {c.id: c for c in self.store.get_chunks([i for i, *_ in top])}
-        trace["timings_ms"]["fetch"] = ms(t)
-        trace["stale_ids"] = [i for i, *_ in top if i not in chunks]
-        top = [x for x in top if x[0] in chunks]
-        if self.reranker and top:
-            t = time.perf_counter()
-            try:
-                scores = [float(s) for s in self.reranker(question, [chunks[i].text for i, *_ in top])]
-                if len(scores) != len(top): raise ValueError(f"reranker returned {len(scores)} scores for {len(top)} passages")
-                if not all(math.isfinite(s) for s in scores): raise ValueError("reranker returned a non-finite score")
-                order = sorted(range(len(top)), key=lambda j: (-scores[j], j))
-                top = [(top[j][0], scores[j], {**top[j][2], "rerank": {"rank": r, "score": scores[j]}}) for r, j in enumerate(order, 1)]
-                trace["reranker"] = {**self.reranker_info, "status": "applied", "n": len(scores)}
-            except Exception as e:
-                trace["reranker"] = {**self.reranker_info, "status": "failed", "error": f"{type(e).__name__}: {e}"}
-            trace["timings_ms"]["rerank"] = ms(t)
-        results = [ScoredChunk(id=i, text=chunks[i].text, score=float(s), source=chunks[i].source, page=chunks[i].page,
-                               section=chunks[i].section, prev_id=chunks[i].prev_id, next_id=chunks[i].next_id,
-                               channels=info, metadata=dict(chunks[i].metadata or {})) for i, s, info in top[:k]]
-        trace["timings_ms"]["total"] = ms(t0)
-        return results, trace
-
     def __repr__(self):
         return f"Retriever(channels={list(self.channels)}, hybrid={self.hybrid_channels}, reranker={self.reranker_info['status']})"
+
+# %% ../nbs/07_retrieval.ipynb #9d593070
+@patch(as_prop=True)
+def modes(self:Retriever)->list:
+    "Valid modes: hybrid, the built-in channel names and any added channel."
+    return sorted({"hybrid", "dense", "sparse", "text", *self.channels})
+
+@patch
+def add_channel(self:Retriever, name:str, # channel (and mode) name, e.g. "graph"
+                fn:Callable, # fn(question, n) -> [(id, score)] best first
+                weight:float=1.0, # its RRF weight
+                hybrid:bool=False, # also fuse it in mode="hybrid"
+               ):
+    "Register a retrieval channel; it becomes a mode and, optionally, part of hybrid fusion."
+    if name == "hybrid": raise ValueError("'hybrid' is the fused mode, not a channel name")
+    self.channels[name], self.weights[name] = fn, float(weight)
+    if hybrid and name not in self.hybrid_channels: self.hybrid_channels.append(name)
+    return self
+
+@patch
+def set_reranker(self:Retriever, fn, # fn(question, texts) -> scores; "auto" (a local cross-encoder if found); a model path; None
+                ):
+    "Set (or clear) the reranker applied to the fused top candidates."
+    if fn is None: self.reranker, self.reranker_info = None, {"status": "none"}
+    elif callable(fn): self.reranker, self.reranker_info = fn, {"status": "set", "name": getattr(fn, "model_name", getattr(fn, "__name__", "custom"))}
+    elif isinstance(fn, str):
+        r, why = cross_encoder_reranker(None if fn == "auto" else fn)
+        self.reranker = r
+        self.reranker_info = {"status": "set", "name": why} if r else {"status": "unavailable", "reason": why}
+        if r is None and fn != "auto": raise LKTError(f"reranker {fn!r} unavailable: {why}")
+    else: raise TypeError(f"reranker must be a callable, 'auto', a model path or None, not {type(fn).__name__}")
+    return self
+
+@patch
+def _channels_for(self:Retriever, mode):
+    if mode not in self.modes:
+        raise ValueError(f"unknown retrieval mode {mode!r}; valid modes: {', '.join(self.modes)}")
+    if mode != "hybrid":
+        if mode not in self.channels:
+            raise LKTError(f"mode {mode!r} needs {_NEEDS.get(mode, 'its channel to be added with add_channel')}")
+        return [mode], {}
+    use = [c for c in self.hybrid_channels if c in self.channels]
+    missing = {c: _NEEDS.get(c, "add_channel") for c in self.hybrid_channels if c not in self.channels}
+    if not use: raise LKTError("mode 'hybrid' has none of its channels: configure " + "; ".join(missing.values()))
+    return use, missing
+
+# %% ../nbs/07_retrieval.ipynb #95f0010b
+@patch
+def search(self:Retriever, question:str, # the user's question
+           k:int=5, # number of chunks to return
+           mode:str="hybrid", # hybrid | dense | sparse | text | any added channel
+          )->tuple:
+    "Retrieve the top-k `ScoredChunk`s and a trace of every stage."
+    t0 = time.perf_counter(); ms = lambda t: round((time.perf_counter() - t) * 1000, 3)
+    use, missing = self._channels_for(mode)
+    skipped = {}
+    if mode == "hybrid" and "dense" in use and len(use) > 1 and self.dense_languages:
+        lang = query_language(question or "")
+        if lang not in self.dense_languages:
+            use = [c for c in use if c != "dense"]
+            skipped["dense"] = f"query language {lang!r} is not covered by the embedding model ({', '.join(self.dense_languages)})"
+    trace = {"question": question, "mode": mode, "k": k, "channels": use, "missing": missing, "skipped": skipped,
+             "weights": {c: self.weights.get(c, 1.0) for c in use}, "rrf_k": self.rrf_k,
+             "candidates": {}, "fused": [], "reranker": dict(self.reranker_info), "stale_ids": [], "timings_ms": {}}
+    if not question or not question.strip() or k <= 0:
+        trace["timings_ms"]["total"] = ms(t0); return [], trace
+    n = max(self.candidates, k)
+    rankings = {}
+    for c in use:
+        t = time.perf_counter()
+        rankings[c] = [(str(i), float(s)) for i, s in self.channels[c](question, n)]
+        trace["timings_ms"][c] = ms(t)
+        trace["candidates"][c] = [{"id": i, "rank": r, "score": s} for r, (i, s) in enumerate(rankings[c], 1)]
+    t = time.perf_counter()
+    if len(use) == 1:  # a single channel keeps its own order and score (meaningful for statistics downstream)
+        fused = [(i, s, info) for i, s, info in rrf_fuse(rankings, rrf_k=self.rrf_k)]
+        own = {i: s for i, s in rankings[use[0]]}
+        fused = sorted(((i, own[i], info) for i, _, info in fused), key=lambda x: x[2][use[0]]["rank"])
+    else:
+        fused = rrf_fuse(rankings, self.weights, rrf_k=self.rrf_k)
+    trace["timings_ms"]["fuse"] = ms(t)
+    trace["fused"] = [{"id": i, "score": s, "ranks": {c: v["rank"] for c, v in info.items()}} for i, s, info in fused]
+    top = fused[:max(k, self.candidates)]  # fetched in one call; the spare ids replace stale ones and feed the reranker
+    t = time.perf_counter()
+    chunks = {c.id: c for c in self.store.get_chunks([i for i, *_ in top])}
+    trace["timings_ms"]["fetch"] = ms(t)
+    trace["stale_ids"] = [i for i, *_ in top if i not in chunks]
+    top = [x for x in top if x[0] in chunks]
+    if self.reranker and top:
+        t = time.perf_counter()
+        try:
+            scores = [float(s) for s in self.reranker(question, [chunks[i].text for i, *_ in top])]
+            if len(scores) != len(top): raise ValueError(f"reranker returned {len(scores)} scores for {len(top)} passages")
+            if not all(math.isfinite(s) for s in scores): raise ValueError("reranker returned a non-finite score")
+            order = sorted(range(len(top)), key=lambda j: (-scores[j], j))
+            top = [(top[j][0], scores[j], {**top[j][2], "rerank": {"rank": r, "score": scores[j]}}) for r, j in enumerate(order, 1)]
+            trace["reranker"] = {**self.reranker_info, "status": "applied", "n": len(scores)}
+        except Exception as e:
+            trace["reranker"] = {**self.reranker_info, "status": "failed", "error": f"{type(e).__name__}: {e}"}
+        trace["timings_ms"]["rerank"] = ms(t)
+    results = [ScoredChunk(id=i, text=chunks[i].text, score=float(s), source=chunks[i].source, page=chunks[i].page,
+                           section=chunks[i].section, prev_id=chunks[i].prev_id, next_id=chunks[i].next_id,
+                           channels=info, metadata=dict(chunks[i].metadata or {})) for i, s, info in top[:k]]
+    trace["timings_ms"]["total"] = ms(t0)
+    return results, trace
