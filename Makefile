@@ -18,7 +18,7 @@ CHROMIUM ?= /usr/bin/chromium
 help:
 	@echo "make demo   - set up .venv and run LKT on the bundled sample corpus"
 	@echo "make test   - set up .venv and run every test (sync check, notebooks, pytest)"
-	@echo "make bench  - run the benchmark scripts in bench/ (JSON on stdout)"
+	@echo "make bench  - run the benchmark scripts in bench/ (JSON on stdout; bench/startup.py: CLI start-up)"
 	@echo "make docs   - build the offline documentation site into _site/"
 
 # torch first (the local CPU wheel), then everything else constrained to it so no CUDA build is pulled.
@@ -44,7 +44,9 @@ clean-nbs: setup
 check-sync: setup
 	PATH=$(BIN):$$PATH bash .ci/check_sync.sh
 
-# Each notebook in nbs/ and evals/ runs through nbdev_test as one pytest case (tests/test_notebooks.py).
+# tests/test_layers.py first (import layers, light imports), then each notebook in nbs/ and evals/ executed ONCE as one
+# pytest case (tests/test_notebooks.py, nbdev_test semantics, outputs kept in build/executed/), then the docs site
+# built from those executed copies without executing anything again (tests/test_docs.py). LKT_SLOW=1 adds #| slow cells.
 test: setup check-sync docs-deps
 	$(PY) -m pytest tests -v -p no:cacheprovider
 
@@ -59,6 +61,7 @@ docs-deps:
 	@test -x $(CHROMIUM) || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq chromium; }
 
-# The offline docs site (Sphinx + myst-nb over nbdev-processed notebooks) into _site/.
+# The offline docs site (Sphinx + myst-nb over nbdev-processed notebooks) into _site/. It renders build/executed/
+# (left by `make test`) and executes only the notebooks whose copy is missing or out of date.
 docs: setup
 	$(PY) nbs/_docs/build.py

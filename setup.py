@@ -10,9 +10,10 @@ cfg = cfg["DEFAULT"]
 
 def _list(key): return cfg.get(key, "").split()
 
-licenses = {"apache2": ("Apache Software License 2.0", "OSI Approved :: Apache Software License")}
+# An SPDX license expression (PEP 639) instead of a "License ::" classifier, which setuptools >= 77 deprecates.
+licenses = {"apache2": "Apache-2.0"}
 statuses = ["1 - Planning", "2 - Pre-Alpha", "3 - Alpha", "4 - Beta", "5 - Production/Stable"]
-lic = licenses.get(cfg["license"].lower(), (cfg["license"], None))
+lic = licenses.get(cfg["license"].lower(), cfg["license"])
 readme = here / "README.md"
 
 setuptools.setup(
@@ -22,11 +23,10 @@ setuptools.setup(
     long_description=readme.read_text(encoding="utf-8") if readme.exists() else "",
     long_description_content_type="text/markdown",
     author=cfg["author"], author_email=cfg["author_email"],
-    license=lic[0], url=cfg["git_url"], keywords=cfg.get("keywords", ""),
+    license=lic, license_files=["LICENSE"], url=cfg["git_url"], keywords=cfg.get("keywords", ""),
     classifiers=[f"Development Status :: {statuses[int(cfg['status']) - 1]}",
                  f"Intended Audience :: {cfg['audience']}",
                  f"Natural Language :: {cfg['language']}"]
-                + ([f"License :: {lic[1]}"] if lic[1] else [])
                 + [f"Programming Language :: Python :: {v}" for v in ("3.10", "3.11", "3.12")],
     packages=setuptools.find_packages(include=[cfg["lib_path"], cfg["lib_path"] + ".*"]),
     include_package_data=True,

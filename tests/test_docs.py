@@ -1,9 +1,11 @@
 """The documentation site: `nbs/_docs/build.py` builds `_site/` offline (Sphinx -W), every internal link resolves, and a
 headless Chromium renders the home page and a statistics page with no JavaScript console errors.
 
-The build really runs here (it is cached in build/docs/, so a second run only re-renders). Set LKT_DOCS_FAST=1 to build
-with `--fast` (only the cells nbdev itself runs for docs). Browser tests skip when Chromium is missing, except in CI
-(CI set), where Chromium is required (`make docs-deps` installs it).
+The build renders the executed notebooks that tests/test_notebooks.py left in build/executed/ (tests/conftest.py runs
+that file first), so `make test` executes every notebook exactly once; run alone, the build executes the notebooks
+that have no up-to-date executed copy. No timeout: the work is bounded instead (nothing is executed twice). Set
+LKT_DOCS_FAST=1 to build with `--fast` (notebooks without a copy run only the cells nbdev itself runs for docs).
+Browser tests skip when Chromium is missing, except in CI (CI set), where Chromium is required (`make docs-deps`).
 """
 import base64, hashlib, html.parser, io, json, os, re, shutil, subprocess, sys, tempfile, threading, time
 import urllib.request
@@ -31,31 +33,47 @@ def _nb_digest():
 
 
 @pytest.fixture(scope="session")
-def site():
+def site(notebook_runs):
     "Build the site once per session (warnings are errors: build.py runs sphinx with -W --keep-going)."
+    failed = sorted(rel for rel, ok in notebook_runs.items() if not ok)
+    if failed:   # their copies are stale: the build would execute them again only to fail again
+        pytest.fail("the docs render the executed notebooks, and these failed in this session (see their "
+                    "test_notebook cases): " + ", ".join(failed))
     before = _nb_digest()
     cmd = [sys.executable, str(BUILD)] + (["--fast"] if os.environ.get("LKT_DOCS_FAST") else [])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     t = time.time()
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"docs build failed ({' '.join(cmd)}):\n{out[-8000:]}"
     assert _nb_digest() == before, "the docs build changed notebooks in nbs/ or evals/"
-    print(f"docs build: {time.time() - t:.1f} s")
-    return {"log": out}
+    m = re.search(r"execution: (\d+) reused, (\d+) to run", out)
+    assert m, f"the build did not report its executions:\n{out[-3000:]}"
+    print(f"docs build: {time.time() - t:.1f} s ({m.group(1)} executed notebooks reused, {m.group(2)} executed)")
+    return {"log": out, "reused": int(m.group(1)), "executed": int(m.group(2)), "runs": dict(notebook_runs)}
 
 
-def test_build_warnings_are_errors(site):
+def test_each_notebook_executed_once(site, build):
+    "After tests/test_notebooks.py ran every notebook in this session, the docs build reuses them all: 0 executions."
+    wanted = {p.relative_to(ROOT).as_posix() for p in build.notebooks()}
+    if not wanted <= set(site["runs"]):
+        pytest.skip("run together with tests/test_notebooks.py (as `make test` does) to check the single execution")
+    assert site["executed"] == 0, \
+        f"the docs build executed {site['executed']} notebooks again:\n" + \
+        "\n".join(l for l in site["log"].splitlines() if "execut" in l)
+
+
+def test_build_warnings_are_errors(site, build):
     "The build ran Sphinx with -W, produced pages for every notebook, and printed no warning at all."
     assert "-W --keep-going" in site["log"], site["log"][-3000:]
     bad = [l for l in site["log"].splitlines() if re.search(r"\bWARNING\b|\bwarning:", l) and "IPKernelApp" not in l]
     assert not bad, "warnings in the docs build:\n" + "\n".join(bad[:40])
-    nbs = [ROOT / "nbs" / "index.ipynb"] + sorted((ROOT / "nbs").glob("[0-9]*.ipynb"))
-    from nbdev.doclinks import _nbpath2html
     excluded = os.environ.get("LKT_DOCS_EXCLUDE", "").split()      # build.py honours the same variable
-    for nb in nbs:
-        page = SITE / _nbpath2html(Path(nb.name)).name
-        if page.stem in excluded: continue
+    pages = {build.page_name(nb): nb for nb in build.notebooks()}
+    assert len(pages) == len(build.notebooks()), "two notebooks map to the same page name"
+    for name, nb in pages.items():
+        page = SITE / f"{name}.html"
+        if name in excluded: continue
         assert page.exists(), f"no page for {nb.name}: expected {page}"
     for p in ("api.html", "results.html", "search.html", "searchindex.js"): assert (SITE / p).exists(), p
 
@@ -171,13 +189,13 @@ class Chromium:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         port_file, t0 = Path(self.tmp) / "DevToolsActivePort", time.time()
         while not (port_file.exists() and port_file.read_text().strip()):
-            if self.proc.poll() is not None or time.time() - t0 > 30:
+            if self.proc.poll() is not None or time.time() - t0 > 120:
                 self.close(); raise RuntimeError("Chromium did not start (no DevToolsActivePort)")
             time.sleep(0.1)
         port = int(port_file.read_text().split()[0])
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=60).read())
         ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
-        self.ws = websocket.create_connection(ws_url, timeout=30, suppress_origin=True)
+        self.ws = websocket.create_connection(ws_url, timeout=120, suppress_origin=True)
         self.n, self.events = 0, []
         for m in ("Page.enable", "Runtime.enable", "Log.enable", "Network.enable"): self.call(m)
 
@@ -198,9 +216,9 @@ class Chromium:
         while time.time() < end:
             try: self.events.append(json.loads(self.ws.recv()))
             except Exception: pass
-        self.ws.settimeout(30)
+        self.ws.settimeout(120)
 
-    def goto(self, url, settle=2.0, timeout=30):
+    def goto(self, url, settle=2.0, timeout=120):
         self.events = []
         self.call("Page.navigate", url=url)
         end = time.time() + timeout
@@ -290,7 +308,7 @@ def test_browser_file_url_and_search(browser, site):
     browser.goto((SITE / "index.html").as_uri())
     assert not browser.errors(), "index.html over file://:\n" + "\n".join(browser.errors())
     browser.goto((SITE / "search.html").as_uri() + "?q=bootstrap", settle=0.5)
-    end, hits = time.time() + 20, 0
+    end, hits = time.time() + 60, 0
     while time.time() < end and not hits:
         browser.pump(0.3)
         hits = browser.eval("document.querySelectorAll('#search-results li').length")

@@ -1,31 +1,42 @@
-"""Thin pytest wrapper: every notebook in nbs/ and evals/ is one pytest case run by `nbdev_test`.
+"""Every notebook in nbs/ and evals/ is one pytest case, and `make test` executes each of them exactly once.
 
-Set LKT_SLOW=1 to also run the cells flagged `#| slow` (nbdev's `--flags slow`).
+The case runs `nbs/_docs/build.py --execute NOTEBOOK` in a fresh process: the notebook is executed the way `nbdev_test`
+executes it (`nbdev.test.test_nb`: execnb's CaptureShell in the notebook's folder, the cells flagged with settings.ini's
+`tst_flags` — `#| slow` — skipped unless LKT_SLOW=1, `#| eval: false` skipped, the first failing cell fails the run) and
+saved with its outputs to build/executed/<path>.ipynb. tests/test_docs.py then renders those copies without executing
+anything again (tests/conftest.py runs this file first). A failing cell fails its case with the cell and its traceback.
+No timeout: a slow machine makes the run slower, not red.
 """
-import os, subprocess, sys
-from pathlib import Path
+import json, os, subprocess, sys, warnings
+
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-NB_DIRS = [ROOT / "nbs", ROOT / "evals"]
-NOTEBOOKS = sorted(p for d in NB_DIRS for p in d.rglob("*.ipynb")
-                   if ".ipynb_checkpoints" not in p.parts and not p.name.startswith("_"))
-NBDEV_TEST = Path(sys.executable).parent / "nbdev_test"
+
+def _clip(text, n=12000):
+    "Head and tail of a long output (the failing cell is at the head, the exception at the tail)."
+    return text if len(text) <= n else text[: n // 3] + "\n[… output clipped …]\n" + text[-2 * n // 3:]
 
 
-def test_notebooks_found():
-    "The suite must never pass vacuously: nbs/ holds the numbered notebooks."
-    numbered = [p for p in NOTEBOOKS if p.parent.name == "nbs" and p.name[:2].isdigit()]
-    assert len(numbered) >= 2, f"expected numbered notebooks in {ROOT/'nbs'}, found {[p.name for p in NOTEBOOKS]}"
+def test_notebooks_found(build):
+    "The suite must never pass vacuously: nbs/ holds the numbered notebooks, and evals/ notebooks are included."
+    nbs = build.notebooks()
+    numbered = [p for p in nbs if p.parent.name == "nbs" and p.name[:2].isdigit()]
+    assert len(numbered) >= 2, f"expected numbered notebooks in nbs/, found {[p.name for p in nbs]}"
+    assert any(p.parent.name == "evals" for p in nbs), "the evals/ notebooks are missing from the run"
 
 
-@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[str(p.relative_to(ROOT)) for p in NOTEBOOKS])
-def test_notebook(nb):
-    "Run one notebook with nbdev_test; its output is shown when it fails."
-    cmd = [str(NBDEV_TEST), "--path", str(nb), "--n_workers", "0", "--do_print"]
-    if os.environ.get("LKT_SLOW"): cmd += ["--flags", "slow"]
+def test_notebook(notebook, build, notebook_runs):
+    "Execute one notebook (as nbdev_test does) and keep the executed copy for the docs; its failing cell is shown."
+    rel = notebook.relative_to(build.ROOT).as_posix()
+    if (notebook.parent / ".notest").exists(): pytest.skip(".notest next to the notebook: nbdev_test skips it too")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
            "TOKENIZERS_PARALLELISM": "false"}
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, f"nbdev_test failed on {nb.name}:\n{r.stdout[-6000:]}\n{r.stderr[-6000:]}"
-    assert "Success" in (r.stdout + r.stderr), f"nbdev_test ran no notebook for {nb.name}:\n{r.stdout}\n{r.stderr}"
+    r = subprocess.run([sys.executable, str(build.DOCS / "build.py"), "--execute", str(notebook)], cwd=build.ROOT,
+                       env=env, capture_output=True, text=True)
+    notebook_runs[rel] = r.returncode == 0
+    if r.returncode: pytest.fail(f"{rel} failed:\n{_clip(r.stderr)}\n{_clip(r.stdout, 3000)}", pytrace=False)
+    copy = build.executed_path(notebook)
+    meta = json.loads(copy.read_text(encoding="utf-8"))["metadata"]["lkt_exec"]
+    assert meta["ok"] and meta["source"] == rel and meta["mode"] == "full", meta
+    assert set(meta["flags"]) == set(build.forced_flags()), meta
+    for e in meta["doc_errors"]: warnings.warn(f"{rel}: show_doc for the docs failed (the docs build will stop): {e}")

@@ -22,7 +22,8 @@ root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 templates_path = []
 
-# myst / myst-nb: notebooks arrive already executed (build.py caches the execution), so never execute here.
+# myst / myst-nb: notebooks arrive already executed — build.py renders the copies tests/test_notebooks.py wrote to
+# build/executed/ (executing only missing or stale ones itself) — so myst-nb never executes: one execution per notebook.
 nb_execution_mode = "off"
 nb_merge_streams = True
 nb_ipywidgets_js = {}            # no widget JS from a CDN
