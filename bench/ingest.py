@@ -3,7 +3,7 @@
 The overhead ratio = ingest seconds / raw encode seconds (target <= 1.15): parsing, SQLite, FAISS, BM25 and the
 manifest must cost little next to the embedding itself. Model loading is excluded from both (warmed up first).
 Corpus: the first --docs documents of ../shared/data/cisi written as text files (when present), else generated text.
---gate also measures the statistical ingest gate (local_knowledge_trainer.validation.IngestGate): the last --gate-docs
+--gate also measures the statistical ingest gate (local_knowledge_trainer.gate.IngestGate): the last --gate-docs
 documents are held back, the rest ingested, then the held-back batch is parsed, embedded (cached) and timed through
 ingest without the gate vs IngestGate.evaluate (on the same parsed docs and cached vectors) + ingest; the JSON gets a
 "gate" object with both times, the gate's phases (embed_s, score_s), its pseudo-query count, the time of a second gate
@@ -40,7 +40,7 @@ def bench_gate(tmp: Path, corpus: Path, emb, a) -> dict:
     "Time ingest of a held-back batch with and without IngestGate.evaluate (vectors from the warm cache)."
     from local_knowledge_trainer.parser import DocumentParser
     from local_knowledge_trainer.trainer import KnowledgeTrainer
-    from local_knowledge_trainer.validation import IngestGate
+    from local_knowledge_trainer.gate import IngestGate
     files = sorted(corpus.glob("*.txt"))
     held = tmp / "held"; held.mkdir()
     for f in files[-a.gate_docs:]: shutil.move(str(f), held / f.name)
@@ -56,10 +56,10 @@ def bench_gate(tmp: Path, corpus: Path, emb, a) -> dict:
         g, t_gate = None, 0.0
         if with_gate:
             t = time.perf_counter()
-            g = IngestGate(kt, hypothesis_test="all", probe_queries=a.golden).evaluate(docs, vecs)
+            g = IngestGate(kt.kb, hypothesis_test="all", probe_queries=a.golden).evaluate(docs, vecs)
             t_gate = time.perf_counter() - t
             t = time.perf_counter()  # again: pseudo-query vectors now come from the embedding cache (a re-ingest)
-            IngestGate(kt, hypothesis_test="all", probe_queries=a.golden).evaluate(docs, vecs)
+            IngestGate(kt.kb, hypothesis_test="all", probe_queries=a.golden).evaluate(docs, vecs)
             t_gate_warm = time.perf_counter() - t
             gate_info = {k: g.params.get(k) for k in ("pseudo_queries", "queries_embedded", "base_s", "embed_s", "score_s",
                                                       "n_pseudo", "max_query_words", "pseudo_per_chunk")}

@@ -4,7 +4,7 @@ Prints ONE JSON object on stdout (progress goes to stderr). For each collection 
 absent ones are skipped): nDCG@10, Recall@10 and MRR@10 per mode with 95% bootstrap CIs, and paired tests of hybrid
 against each single mode (the primary test of hypothesis.compare_paired: paired bootstrap for large n, sign-flip permutation for small n; Holm across the three mode pairs,
 per collection and metric). Documents are the units (one per document, title + text), searched by LKT's own Retriever
-(BM25 + exact dense + RRF) through `local_knowledge_trainer.evaluation.BeirIndex`; embeddings are cached under
+(BM25 + exact dense + RRF) through `local_knowledge_trainer.beir.BeirIndex`; embeddings are cached under
 $LKT_CACHE_DIR/beir (default ~/.cache/lkt/beir), so only the first run pays for embedding (~36 passages/s on CPU).
 
   .venv/bin/python bench/quality.py [--datasets cisi cacm] [--max-queries 200] [--sweep]
@@ -31,7 +31,7 @@ def log(*a): print(*a, file=sys.stderr, flush=True)
 
 def summarise(run, k):
     "Means with CIs per mode and hybrid-vs-single paired tests for each metric."
-    from local_knowledge_trainer.evaluation import compare_runs
+    from local_knowledge_trainer.runs import compare_runs
     modes = {m: {f"{x}@{k}": {"mean": round(run.aggregate[m][f"{x}@{k}"]["mean"], 4),
                               "ci": [round(run.aggregate[m][f"{x}@{k}"]["ci_low"], 4), round(run.aggregate[m][f"{x}@{k}"]["ci_high"], 4)]}
                  for x in METRICS} for m in run.modes}
@@ -61,44 +61,45 @@ def english_like(q: str) -> bool:
 
 def gated_ndcg(idx, k):
     "Hybrid nDCG@k when the dense channel only answers English-like queries (all-MiniLM-L6-v2 is an English model)."
-    from local_knowledge_trainer.evaluation import evaluate
-    r = idx.retriever
-    hc = list(r.hybrid_channels)
-    r.add_channel("dense_en", lambda q, n: r._dense(q, n) if english_like(q) else [], weight=r.weights.get("dense", 1.0))
-    r.hybrid_channels = ["dense_en", "sparse"]
+    from local_knowledge_trainer.runs import evaluate
+    kb = idx.kb
+    langs = kb.dense_languages
+    dense_en = lambda q, n: [(c.id, c.score) for c in kb.search(q, k=n, mode="dense")[0]] if english_like(q) else []
+    kb.configure(dense_languages=("none",))  # no query language is routed to the built-in dense channel: dense_en takes its place
+    kb.add_channel("dense_en", dense_en, weight=kb.weights.get("dense", 1.0), hybrid=True)
     try:
         run = evaluate(idx, idx.cases, mode="hybrid", k=k, progress=False, check=False, n_resamples=200)
         share = sum(english_like(c.query) for c in idx.cases) / len(idx.cases)
         return run, round(share, 4)
     finally:
-        r.hybrid_channels = hc; r.channels.pop("dense_en", None)
+        kb.extra_channels.pop("dense_en", None); kb.configure(dense_languages=langs)
 
 
 def sweep(idx, k, tok_options):
     "Hybrid nDCG@10 (and the single modes) under other RRF weights, candidate depths and tokenizers."
-    from local_knowledge_trainer.evaluation import evaluate
+    from local_knowledge_trainer.runs import evaluate
     from local_knowledge_trainer.lexical import BM25Index, make_tokenizer
-    r = idx.retriever
-    base_w, base_c, base_lex = dict(r.weights), r.candidates, r.lexical
+    kb = idx.kb
+    base_w, base_c, base_lex = dict(kb.weights), kb.candidates, kb.lexical
     out = {"weights": {}, "candidates": {}, "tokenizer": {}}
     def ndcg(modes=("hybrid",)):
         run = evaluate(idx, idx.cases, mode=list(modes), k=k, progress=False, check=False, n_resamples=200)
         return {m: round(run.aggregate[m][f"ndcg@{k}"]["mean"], 4) for m in modes}
     try:
         for wd in (0.5, 0.75, 1.5, 2.0, 3.0):
-            r.weights = {**base_w, "dense": wd, "sparse": 1.0}
+            kb.configure(weights={"dense": wd, "sparse": 1.0})
             out["weights"][f"dense={wd},sparse=1"] = ndcg()["hybrid"]
-        r.weights = dict(base_w)
+        kb.configure(weights=base_w)
         for c in (10, 50, 100):
-            r.candidates = c
+            kb.configure(candidates=c)
             out["candidates"][str(c)] = ndcg()["hybrid"]
-        r.candidates = base_c
+        kb.configure(candidates=base_c)
         docs = {c.id: c.text for c in idx.store.iter_chunks()}
         for name, kw in tok_options.items():
-            r.lexical = BM25Index(tokenizer=make_tokenizer(**kw)).fit(list(docs), list(docs.values()))
+            kb.lexical = BM25Index(tokenizer=make_tokenizer(**kw)).fit(list(docs), list(docs.values())); kb.configure()
             out["tokenizer"][name] = ndcg(("hybrid", "sparse"))
     finally:
-        r.weights, r.candidates, r.lexical = base_w, base_c, base_lex
+        kb.lexical = base_lex; kb.configure(weights=base_w, candidates=base_c)
     return out
 
 
@@ -120,7 +121,8 @@ def main(argv=None):
     if not todo:
         out["elapsed_s"] = round(time.perf_counter() - t0, 2); print(json.dumps(out)); return 0
     from local_knowledge_trainer.embeddings import Embedder
-    from local_knowledge_trainer.evaluation import BeirIndex, evaluate, code_provenance
+    from local_knowledge_trainer.beir import BeirIndex
+    from local_knowledge_trainer.runs import evaluate, code_provenance
     emb = Embedder()
     out["embedding_model"] = emb.name
     out["code"] = {k: v for k, v in code_provenance().items() if k in ("lkt_version", "git")}

@@ -7,12 +7,12 @@ __all__ = ['chunk_id', 'html_table', 'text_table', 'to_jsonable', 'sha256_file',
            'Citation', 'ScoredChunk', 'IngestResult', 'QueryResponse', 'ValidationReport', 'ChunkOptimizationResult',
            'LKTError', 'ParseError']
 
-# %% ../nbs/00_core.ipynb #802775ee
+# %% ../nbs/00_core.ipynb #a93854d8
 import hashlib, html, json, math
 from dataclasses import dataclass, field, asdict, fields
 from typing import Any, Optional
 
-# %% ../nbs/00_core.ipynb #694d048b
+# %% ../nbs/00_core.ipynb #61369a03
 def chunk_id(source:str, # the document's source path or name
              text:str, # the chunk's text; only its first 100 characters enter the hash
              salt:int=0, # disambiguates different chunks whose first 100 characters coincide
@@ -21,7 +21,7 @@ def chunk_id(source:str, # the document's source path or name
     key = f"{source}\x1f{text[:100]}" + (f"\x1f{salt}" if salt else "")
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
-# %% ../nbs/00_core.ipynb #f5e05728
+# %% ../nbs/00_core.ipynb #de89b266
 def _short(v, n=80):
     s = v if isinstance(v, str) else repr(v)
     s = s.replace("\n", " ")
@@ -44,13 +44,17 @@ def html_table(rows:list, # a list of dicts (one per row) or of (key, value) pai
 class _Record:
     "Mixin: `to_dict`, JSON-friendly output and an HTML table of the fields."
     _html_skip = ()
-    def to_dict(self)->dict: return asdict(self)
+    _dict_skip = ()
+    def to_dict(self)->dict:
+        d = asdict(self)
+        for k in self._dict_skip: d.pop(k, None)
+        return d
     def to_json(self, **kw)->str: return json.dumps(self.to_dict(), default=str, ensure_ascii=False, **kw)
     def _repr_html_(self):
         rows = [(f.name, getattr(self, f.name)) for f in fields(self) if f.name not in self._html_skip]
         return html_table(rows, caption=type(self).__name__)
 
-# %% ../nbs/00_core.ipynb #79e5309f
+# %% ../nbs/00_core.ipynb #337d9e8b
 def text_table(rows:list, # rows: lists of cells, or dicts keyed by `cols`
                cols:list, # column headers
                right:tuple=(), # indices of right-aligned columns
@@ -97,7 +101,7 @@ def atomic_write_text(path, # the file to (re)write
     os.replace(tmp, path)
     return path
 
-# %% ../nbs/00_core.ipynb #2de1844e
+# %% ../nbs/00_core.ipynb #b0fe1ba2
 @dataclass
 class Chunk(_Record):
     "A piece of a document with a deterministic id, its location and its neighbours."
@@ -126,7 +130,7 @@ class Chunk(_Record):
     def __repr__(self):
         return f"Chunk({self.id}, {self.location!r}, {_short(self.text, 60)!r})"
 
-# %% ../nbs/00_core.ipynb #53879b3d
+# %% ../nbs/00_core.ipynb #60c5ed53
 @dataclass
 class Document(_Record):
     "One input file: its outcome, content hash, chunks and warnings."
@@ -152,7 +156,7 @@ class Document(_Record):
         extra = f", reason={self.reason!r}" if self.reason else ""
         return f"Document({self.source!r}, {self.format}, {self.status}, {len(self.chunks)} chunks{extra})"
 
-# %% ../nbs/00_core.ipynb #cc0b6b17
+# %% ../nbs/00_core.ipynb #50061e81
 @dataclass
 class Citation(_Record):
     "Where a piece of evidence comes from, with an exact quote and its neighbours."
@@ -186,7 +190,7 @@ class ScoredChunk(_Record):
     def get(self, k, default=None): return getattr(self, k, default)
     def __repr__(self): return f"ScoredChunk({self.id}, {self.score:.4f}, {self.source!r}, {_short(self.text, 50)!r})"
 
-# %% ../nbs/00_core.ipynb #c551f21c
+# %% ../nbs/00_core.ipynb #fe3a63b9
 @dataclass
 class IngestResult(_Record):
     "What `KnowledgeTrainer.ingest` did: counts, approvals, statistical report and per-file errors."
@@ -205,6 +209,7 @@ class IngestResult(_Record):
         return (f"IngestResult(total_docs={self.total_docs}, chunks={self.chunks}, approved={len(self.approved_docs)}, "
                 f"rejected={len(self.rejected_docs)}, unchanged={len(self.unchanged)}, skipped={len(self.skipped)}, errors={len(self.errors)})")
 
+# %% ../nbs/00_core.ipynb #63fe7408
 @dataclass
 class QueryResponse(_Record):
     "An answer (or the retrieved context) with its evidence and statistical confidence."
@@ -226,6 +231,7 @@ class QueryResponse(_Record):
         conf = f", confidence={self.confidence:.3f}" if self.confidence is not None else ""
         return f"QueryResponse({len(self.source_chunks)} chunks, mode={self.mode}{conf}, text={_short(self.text, 60)!r})"
 
+# %% ../nbs/00_core.ipynb #c4578de0
 @dataclass
 class ValidationReport(_Record):
     "Outcome of `validate_knowledge_base`: distribution checks, outliers and a quality score."
@@ -233,14 +239,26 @@ class ValidationReport(_Record):
     total_chunks:int=0 # chunks examined
     mean_similarity:Optional[float]=None # mean nearest-neighbour similarity
     std_similarity:Optional[float]=None # its standard deviation
-    normality_p:Optional[float]=None # Shapiro–Wilk p-value of the similarity distribution
+    shapiro_stat:Optional[float]=None # Shapiro–Wilk W of the similarity distribution
+    shapiro_p:Optional[float]=None # its p-value
+    ks_stat:Optional[float]=None # KS D of the document most unlike the rest (smallest-p per-document test)
+    ks_p:Optional[float]=None # that test's p-value (uncorrected; Holm-corrected values are in `tests`)
     distribution_normal:Optional[bool]=None # normality not rejected at alpha
     outliers:list=field(default_factory=list) # chunk ids flagged by the IQR rule
+    outlier_count:int=0 # len(outliers)
     quality_score:Optional[float]=None # composite score in [0, 1]
     quality_ci:Optional[tuple]=None # bootstrap CI of the quality score
     tests:list=field(default_factory=list) # every test run: name, statistic, p, corrected p, effect size
     warnings:list=field(default_factory=list) # human-readable findings
+    details:dict=field(default_factory=dict, repr=False) # per-chunk data for the plots (similarities, sources, ids)
+    _html_skip = _dict_skip = ("details",)
 
+    @property
+    def normality_p(self)->Optional[float]:
+        "Alias of `shapiro_p`."
+        return self.shapiro_p
+
+# %% ../nbs/00_core.ipynb #fdeb1dcf
 @dataclass
 class ChunkOptimizationResult(_Record):
     "Outcome of `optimize_chunking`: the chosen chunk size and the evidence for it."
@@ -253,8 +271,10 @@ class ChunkOptimizationResult(_Record):
     cochran_p:Optional[float]=None # its p-value
     pairwise:list=field(default_factory=list) # McNemar tests between sizes, Holm-corrected
     recommendation:str="" # plain-language conclusion
+    details:dict=field(default_factory=dict, repr=False) # per-query hit/RR matrices (queries × sizes), sizes, metric
+    _html_skip = _dict_skip = ("details",)
 
-# %% ../nbs/00_core.ipynb #0961ee0b
+# %% ../nbs/00_core.ipynb #f6f8d25c
 class LKTError(Exception):
     "Base class of LKT's errors; the message says what happened and how to fix it."
 

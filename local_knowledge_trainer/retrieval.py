@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['rrf_fuse', 'cross_encoder_reranker', 'Retriever']
 
-# %% ../nbs/07_retrieval.ipynb #a08548dd
+# %% ../nbs/07_retrieval.ipynb #dfc76b78
 import math, time
 from pathlib import Path
 from typing import Callable, Optional
@@ -17,7 +17,7 @@ from fastcore.basics import patch
 from .core import ScoredChunk, LKTError, html_table
 from .lexical import query_language
 
-# %% ../nbs/07_retrieval.ipynb #cc02c036
+# %% ../nbs/07_retrieval.ipynb #3ead98f3
 def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
              weights:dict=None, # channel name -> weight (default 1.0 for every channel)
              rrf_k:int=60, # RRF damping constant (not the number of results: that is `top_k`)
@@ -40,7 +40,7 @@ def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
     if top_k is not None: order = order[:top_k]
     return [(id, fused[id], info[id]) for id in order]
 
-# %% ../nbs/07_retrieval.ipynb #015ef6c2
+# %% ../nbs/07_retrieval.ipynb #71f6a847
 def cross_encoder_reranker(model_name_or_path:str=None, # local model directory or cached model name; None: nothing configured
                           )->tuple:
     "`(reranker, reason)`: a CrossEncoder-based reranker if the model is available locally, else `(None, why not)`."
@@ -57,7 +57,7 @@ def cross_encoder_reranker(model_name_or_path:str=None, # local model directory 
     rerank.model_name = str(model_name_or_path)
     return rerank, f"cross-encoder {model_name_or_path}"
 
-# %% ../nbs/07_retrieval.ipynb #67d9bb7e
+# %% ../nbs/07_retrieval.ipynb #946efb23
 _NEEDS = {"dense": "an embedder and a vector store: Retriever(store, embedder=Embedder(), vector_store=...)",
           "sparse": "a lexical index: Retriever(store, lexical=BM25Index.from_store(store))",
           "text": "a store with search_text (EvidenceStore)"}
@@ -73,13 +73,13 @@ class Retriever:
                  rrf_k:int=60, # RRF damping constant
                  reranker=None, # fn(question, texts) -> scores, "auto", or None
                  hybrid_channels:tuple=("dense", "sparse"), # channels fused by mode="hybrid"
-                 dense_languages:tuple=None, # query languages the embedding model covers (None: all); others skip dense in hybrid
+                 dense_languages:tuple=None, # query languages the embedding model covers (None: all; (): none); others skip dense in hybrid
                 ):
         self.store, self.embedder, self.vector_store, self.lexical = store, embedder, vector_store, lexical
         self.weights = {"dense": 1.0, "sparse": 1.0, "text": 1.0, **(weights or {})}
         self.candidates, self.rrf_k = int(candidates), int(rrf_k)
         self.hybrid_channels = list(hybrid_channels)
-        self.dense_languages = tuple(dense_languages) if dense_languages else None
+        self.dense_languages = None if dense_languages is None else tuple(dense_languages)
         self.channels = {}
         if embedder is not None and vector_store is not None: self.channels["dense"] = self._dense
         if lexical is not None: self.channels["sparse"] = lambda q, n: self.lexical.search(q, n)
@@ -96,7 +96,7 @@ class Retriever:
     def __repr__(self):
         return f"Retriever(channels={list(self.channels)}, hybrid={self.hybrid_channels}, reranker={self.reranker_info['status']})"
 
-# %% ../nbs/07_retrieval.ipynb #9d593070
+# %% ../nbs/07_retrieval.ipynb #d7c3d861
 @patch(as_prop=True)
 def modes(self:Retriever)->list:
     "Valid modes: hybrid, the built-in channel names and any added channel."
@@ -141,7 +141,7 @@ def _channels_for(self:Retriever, mode):
     if not use: raise LKTError("mode 'hybrid' has none of its channels: configure " + "; ".join(missing.values()))
     return use, missing
 
-# %% ../nbs/07_retrieval.ipynb #95f0010b
+# %% ../nbs/07_retrieval.ipynb #61854f49
 @patch
 def search(self:Retriever, question:str, # the user's question
            k:int=5, # number of chunks to return
@@ -151,11 +151,11 @@ def search(self:Retriever, question:str, # the user's question
     t0 = time.perf_counter(); ms = lambda t: round((time.perf_counter() - t) * 1000, 3)
     use, missing = self._channels_for(mode)
     skipped = {}
-    if mode == "hybrid" and "dense" in use and len(use) > 1 and self.dense_languages:
+    if mode == "hybrid" and "dense" in use and len(use) > 1 and self.dense_languages is not None:
         lang = query_language(question or "")
         if lang not in self.dense_languages:
             use = [c for c in use if c != "dense"]
-            skipped["dense"] = f"query language {lang!r} is not covered by the embedding model ({', '.join(self.dense_languages)})"
+            skipped["dense"] = f"query language {lang!r} is not covered by the embedding model ({', '.join(self.dense_languages) or 'no language'})"
     trace = {"question": question, "mode": mode, "k": k, "channels": use, "missing": missing, "skipped": skipped,
              "weights": {c: self.weights.get(c, 1.0) for c in use}, "rrf_k": self.rrf_k,
              "candidates": {}, "fused": [], "reranker": dict(self.reranker_info), "stale_ids": [], "timings_ms": {}}
