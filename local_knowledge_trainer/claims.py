@@ -6,8 +6,8 @@
 __all__ = ['RELATION_PATTERNS', 'Triple', 'extract_triples', 'ClaimBase', 'register_entity_pairs', 'claim_base',
            'detect_contradictions']
 
-# %% ../nbs/15_claims.ipynb #90fdb6e6
-import re
+# %% ../nbs/15_claims.ipynb #0b4170cf
+import re, weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -18,7 +18,7 @@ from .text import CJK_CLASS, has_cjk, sentence_spans
 from .entities import EntityExtractor, LEAD_WORDS, make_extractor, normalize_entity, valid_key
 from .graph import AliasIndex, GraphBuilder, graph_from_store
 
-# %% ../nbs/15_claims.ipynb #5ee7e750
+# %% ../nbs/15_claims.ipynb #da8c0366
 _UP = "A-ZÀ-ÖØ-Þ"
 _NAME = rf"(?:[{_UP}][\w+#.\-]*)(?:\s+(?:(?:van|von|de|da|do|dos|der|del|la)\s+)?[{_UP}][\w+#.\-]*)*"
 _YEAR = r"(?:1[5-9]\d\d|20\d\d)"
@@ -91,7 +91,7 @@ def extract_triples(text:str, # any text
                 if (t.skey, rel, t.okey) not in seen: seen.add((t.skey, rel, t.okey)); out.append(t)
     return out
 
-# %% ../nbs/15_claims.ipynb #96fc6265
+# %% ../nbs/15_claims.ipynb #b8509e50
 @dataclass
 class ClaimBase:
     "What the base supports: entity co-occurrence pairs (by normalised key) and pattern triples with evidence."
@@ -101,7 +101,7 @@ class ClaimBase:
     graph:Optional[nx.DiGraph]=None # the entity graph the pairs come from
     def __repr__(self): return f"ClaimBase({len(self.entities)} entities, {len(self.pairs)} pairs, {sum(len(v) for v in self.triples.values())} triples)"
 
-_CLAIMS, _DEFAULT_EX = {}, {}
+_CLAIMS, _DEFAULT_EX = weakref.WeakKeyDictionary(), {}  # source object -> its ClaimBase; dropped with the source
 
 def _claim_source(source):
     "(graph, chunks, store) of a GraphBuilder, EvidenceStore or DiGraph."
@@ -120,7 +120,7 @@ def register_entity_pairs(source, # GraphBuilder, EvidenceStore (pairs and tripl
     for n, d in G.nodes(data=True): cb.entities[d["key"]] = {"name": d.get("name"), "chunks": len(d.get("chunks", ()))}
     for c in chunks:
         for t in extract_triples(c.text, c): cb.triples.setdefault((t.skey, t.relation), {}).setdefault(t.okey, []).append(t)
-    _CLAIMS[id(source)] = (source, cb)
+    _CLAIMS[source] = cb
     if store is not None:
         store.save_claims([tuple(sorted(p)) for p in cb.pairs if len(p) == 2],
                           [{"subject": t.skey, "relation": t.relation, "object": t.okey, "subject_name": t.subject, "object_name": t.object,
@@ -130,11 +130,10 @@ def register_entity_pairs(source, # GraphBuilder, EvidenceStore (pairs and tripl
 
 def claim_base(source)->ClaimBase:
     "The registered `ClaimBase` of a source (registering it first if needed)."
-    hit = _CLAIMS.get(id(source))
-    if hit is None or hit[0] is not source: register_entity_pairs(source); hit = _CLAIMS[id(source)]
-    return hit[1]
+    if source not in _CLAIMS: register_entity_pairs(source)
+    return _CLAIMS[source]
 
-# %% ../nbs/15_claims.ipynb #c04aaef9
+# %% ../nbs/15_claims.ipynb #0acc04d0
 def _compatible(a:str, b:str)->bool:
     "Same value, or one name's words contained in the other's ('Guido' ~ 'Guido van Rossum'; CJK: substring)."
     if a == b: return True
