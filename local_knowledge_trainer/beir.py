@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['load_beir', 'beir_embedder', 'BeirIndex', 'evaluate_beir']
 
-# %% ../nbs/12_beir.ipynb #5a0d4632
+# %% ../nbs/12_beir.ipynb #3ca3a2e7
 import hashlib, json, os
 from pathlib import Path
 
@@ -15,11 +15,11 @@ from fastcore.meta import delegates
 
 from .core import Chunk, LKTError, ParseError, sha256_file
 from .embeddings import DEFAULT_MODEL, Embedder
-from .lexical import tokenize, _describe_tokenizer
+from .lexical import tokenize, describe_tokenizer
 from .index import KnowledgeBase
 from .golden import GoldenCase
 
-# %% ../nbs/12_beir.ipynb #8734303b
+# %% ../nbs/12_beir.ipynb #fee28bdc
 def load_beir(path, # a BEIR folder: corpus.jsonl, queries.jsonl, qrels.tsv
              )->tuple:
     "(corpus {id: {title, text}}, queries {id: text}, qrels {query id: {doc id: grade}}) of the judged queries."
@@ -53,7 +53,7 @@ def load_beir(path, # a BEIR folder: corpus.jsonl, queries.jsonl, qrels.tsv
     if not qrels: raise LKTError(f"{path}: no judged query with a positive score")
     return corpus, {q: queries[q] for q in qrels}, qrels
 
-# %% ../nbs/12_beir.ipynb #f5c90ee7
+# %% ../nbs/12_beir.ipynb #424e1002
 def _cache_dir()->Path:
     return Path(os.environ.get("LKT_CACHE_DIR") or Path.home() / ".cache" / "lkt") / "beir"
 
@@ -68,7 +68,7 @@ def beir_embedder(model=DEFAULT_MODEL, # an `Embedder`, or a model name or local
     except OSError: d = None  # a read-only home: embed without a persistent cache
     return Embedder(model, cache_dir=str(d) if d is not None else None)
 
-# %% ../nbs/12_beir.ipynb #1bd0e732
+# %% ../nbs/12_beir.ipynb #d365ffd3
 def _pick(qrels:dict, max_queries:int, seed:int)->list:
     "Query ids evaluated: all judged ones, or a seeded random subset in their original order."
     qids = list(qrels)
@@ -112,15 +112,15 @@ class BeirIndex:
     store = property(lambda self: self.kb.store, doc="The base's in-memory store: one chunk per document.")
     def __repr__(self): return f"BeirIndex({self.name!r}, {self.store.count_chunks()} docs, {len(self.cases)} queries)"
 
-# %% ../nbs/12_beir.ipynb #9e3b437f
+# %% ../nbs/12_beir.ipynb #cf968905
 @patch
 def manifest(self:BeirIndex)->dict:
     "What was indexed: collection, corpus hash, model, units and tokenizer."
     return {"collection": self.name, "corpus_sha256": self.corpus_sha256, "embedding_model": self.embedder.name,
             "dim": self.embedder.dim, "documents": self.store.count_chunks(), "vector_backend": "numpy (exact)",
-            "tokenizer": _describe_tokenizer(self.kb.lexical.tokenizer)}
+            "tokenizer": describe_tokenizer(self.kb.lexical.tokenizer)}
 
-# %% ../nbs/12_beir.ipynb #a4f46629
+# %% ../nbs/12_beir.ipynb #647520f4
 @delegates(BeirIndex)
 def evaluate_beir(path, # BEIR folder
                   mode="all", # modes as for `evaluate`

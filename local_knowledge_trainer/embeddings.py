@@ -6,7 +6,7 @@
 __all__ = ['DEFAULT_MODEL', 'ModelNotInstalledError', 'resolve_model', 'canonical_model_name', 'text_hash', 'EmbeddingCache',
            'Embedder', 'HashingEmbedder']
 
-# %% ../nbs/04_embeddings.ipynb #70503a19
+# %% ../nbs/04_embeddings.ipynb #97f22b4a
 import hashlib, os, re, sqlite3, threading, warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -19,7 +19,7 @@ from fastcore.basics import patch
 from .core import Chunk, LKTError
 from .text import CJK_CHAR, CJK_CLASS
 
-# %% ../nbs/04_embeddings.ipynb #46f4692a
+# %% ../nbs/04_embeddings.ipynb #91b79299
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _ALIASES = {"all-minilm-l6-v2": DEFAULT_MODEL, "sentence-transformers/all-minilm-l6-v2": DEFAULT_MODEL}
 _KNOWN_DIMS = {DEFAULT_MODEL: 384}
@@ -56,7 +56,7 @@ def canonical_model_name(name:str)->str:
     except ModelNotInstalledError: pass
     return p.resolve().name if p.is_dir() else str(name)
 
-# %% ../nbs/04_embeddings.ipynb #ec56fb7c
+# %% ../nbs/04_embeddings.ipynb #2215da95
 def text_hash(text:str)->str:
     "SHA-256 hex digest of the full text (UTF-8)."
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -117,7 +117,7 @@ class EmbeddingCache:
     def close(self):
         if self.conn is not None: self.conn.close(); self.conn = None
 
-# %% ../nbs/04_embeddings.ipynb #ccf98218
+# %% ../nbs/04_embeddings.ipynb #97563a96
 class Embedder:
     "Offline sentence-transformers embedder with L2-normalised float32 output and a (model, id, text-hash) cache."
     def __init__(self, model:str=DEFAULT_MODEL, # model name or local model directory
@@ -189,7 +189,8 @@ class Embedder:
             memo = self.__dict__.setdefault("_query_memo", OrderedDict())
             v = memo.get(text)
             if v is not None: memo.move_to_end(text); return v
-        v = self.encode([text])[0]
+        hit = self.cache.get_many([(self.name, "", text_hash(text))], self.dim)  # a text already embedded by embed_texts
+        v = next(iter(hit.values())) if hit else self.encode([text])[0]
         with self._lock:
             memo[text] = v
             if len(memo) > 1024: memo.popitem(last=False)
@@ -198,7 +199,7 @@ class Embedder:
     def close(self): self.cache.close()
     def __repr__(self): return f"{type(self).__name__}({self.name!r}, device={self.device!r}, dim={self._dim})"
 
-# %% ../nbs/04_embeddings.ipynb #16aa2707
+# %% ../nbs/04_embeddings.ipynb #441a78e8
 @patch
 def _cached(self:Embedder, keys:list, # cache keys, one per text
             texts:list, # the texts
@@ -235,7 +236,7 @@ def embed_texts(self:Embedder, texts:list, # any texts (probe sentences, BEIR do
     texts = list(texts)
     return self._cached([(self.name, "", text_hash(t)) for t in texts], texts, progress)
 
-# %% ../nbs/04_embeddings.ipynb #7a34181f
+# %% ../nbs/04_embeddings.ipynb #b2420ad9
 _TOK = re.compile(rf"[{CJK_CLASS}]|[^\W_]+", re.UNICODE)
 
 class HashingEmbedder(Embedder):

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['rrf_fuse', 'cross_encoder_reranker', 'Retriever']
 
-# %% ../nbs/07_retrieval.ipynb #dfc76b78
+# %% ../nbs/07_retrieval.ipynb #ddb5acf5
 import math, time
 from pathlib import Path
 from typing import Callable, Optional
@@ -17,7 +17,7 @@ from fastcore.basics import patch
 from .core import ScoredChunk, LKTError, html_table
 from .lexical import query_language
 
-# %% ../nbs/07_retrieval.ipynb #3ead98f3
+# %% ../nbs/07_retrieval.ipynb #8ba8bc87
 def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
              weights:dict=None, # channel name -> weight (default 1.0 for every channel)
              rrf_k:int=60, # RRF damping constant (not the number of results: that is `top_k`)
@@ -40,7 +40,7 @@ def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
     if top_k is not None: order = order[:top_k]
     return [(id, fused[id], info[id]) for id in order]
 
-# %% ../nbs/07_retrieval.ipynb #71f6a847
+# %% ../nbs/07_retrieval.ipynb #f7e360d0
 def cross_encoder_reranker(model_name_or_path:str=None, # local model directory or cached model name; None: nothing configured
                           )->tuple:
     "`(reranker, reason)`: a CrossEncoder-based reranker if the model is available locally, else `(None, why not)`."
@@ -57,7 +57,7 @@ def cross_encoder_reranker(model_name_or_path:str=None, # local model directory 
     rerank.model_name = str(model_name_or_path)
     return rerank, f"cross-encoder {model_name_or_path}"
 
-# %% ../nbs/07_retrieval.ipynb #946efb23
+# %% ../nbs/07_retrieval.ipynb #79f0fedd
 _NEEDS = {"dense": "an embedder and a vector store: Retriever(store, embedder=Embedder(), vector_store=...)",
           "sparse": "a lexical index: Retriever(store, lexical=BM25Index.from_store(store))",
           "text": "a store with search_text (EvidenceStore)"}
@@ -96,7 +96,7 @@ class Retriever:
     def __repr__(self):
         return f"Retriever(channels={list(self.channels)}, hybrid={self.hybrid_channels}, reranker={self.reranker_info['status']})"
 
-# %% ../nbs/07_retrieval.ipynb #d7c3d861
+# %% ../nbs/07_retrieval.ipynb #1670036a
 @patch(as_prop=True)
 def modes(self:Retriever)->list:
     "Valid modes: hybrid, the built-in channel names and any added channel."
@@ -141,7 +141,7 @@ def _channels_for(self:Retriever, mode):
     if not use: raise LKTError("mode 'hybrid' has none of its channels: configure " + "; ".join(missing.values()))
     return use, missing
 
-# %% ../nbs/07_retrieval.ipynb #61854f49
+# %% ../nbs/07_retrieval.ipynb #2ba8b930
 @patch
 def search(self:Retriever, question:str, # the user's question
            k:int=5, # number of chunks to return
