@@ -5,19 +5,20 @@
 # %% auto #0
 __all__ = ['DENSE_LANGUAGES', 'MemoryStore', 'KnowledgeBase', 'Snapshot']
 
-# %% ../nbs/08_knowledge_base.ipynb #8a854efb
+# %% ../nbs/08_knowledge_base.ipynb #2111975c
 import hashlib
 from typing import Callable, Iterable, Optional
 
 import numpy as np
 from fastcore.basics import patch, store_attr
+from fastcore.meta import delegates
 
 from .core import Chunk, LKTError
 from .lexical import BM25Index, tokenize, query_language, okapi_idf, okapi_tf, term_matrix, top_positions
 from .vector_store import make_vector_store
 from .retrieval import Retriever, rrf_fuse
 
-# %% ../nbs/08_knowledge_base.ipynb #3e67f264
+# %% ../nbs/08_knowledge_base.ipynb #725a95b6
 DENSE_LANGUAGES = {"all-MiniLM-L6-v2": ("en",)}  # query languages each known embedding model covers
 
 class MemoryStore:
@@ -34,7 +35,7 @@ class MemoryStore:
     def __len__(self): return len(self._c)
     def __repr__(self): return f"MemoryStore({len(self)} chunks)"
 
-# %% ../nbs/08_knowledge_base.ipynb #7061edf9
+# %% ../nbs/08_knowledge_base.ipynb #64f0dc48
 class KnowledgeBase:
     "Store + embedder + vectors + BM25 + fusion settings: the one place that searches and ranks a base."
     def __init__(self, store, # evidence store: get_chunks, iter_chunks, chunk_ids (an `EvidenceStore` or `MemoryStore`)
@@ -61,7 +62,7 @@ class KnowledgeBase:
         return (f"KnowledgeBase({len(self)} chunks, {self.embedder.name}, {getattr(self.vectors, 'kind', type(self.vectors).__name__)}, "
                 f"candidates={self.candidates}, rrf_k={self.rrf_k})")
 
-# %% ../nbs/08_knowledge_base.ipynb #d799e91b
+# %% ../nbs/08_knowledge_base.ipynb #28fb0aae
 @patch(cls_method=True)
 def from_chunks(cls:KnowledgeBase, chunks:list, # `Chunk`s
                 embedder, # an `Embedder`
@@ -81,7 +82,7 @@ def from_chunks(cls:KnowledgeBase, chunks:list, # `Chunk`s
     X = embedder.embed_chunks(chunks, progress=progress) if X is None else np.asarray(X, np.float32)
     return kb.add(chunks, X, store=False)
 
-# %% ../nbs/08_knowledge_base.ipynb #d44d2397
+# %% ../nbs/08_knowledge_base.ipynb #8114926d
 @patch
 def add(self:KnowledgeBase, chunks:list, # new or replaced `Chunk`s
         X:np.ndarray, # their unit vectors, aligned with `chunks`
@@ -116,7 +117,7 @@ def remove(self:KnowledgeBase, ids:Iterable, # chunk ids
 def _changed(self:KnowledgeBase):
     self._snap = None; self.generation += 1
 
-# %% ../nbs/08_knowledge_base.ipynb #7645e684
+# %% ../nbs/08_knowledge_base.ipynb #7bd256a8
 @patch(as_prop=True)
 def retriever(self:KnowledgeBase)->Retriever:
     "The `Retriever` over this base's store, vectors and BM25 with its fusion settings (rebuilt when they change)."
@@ -153,12 +154,11 @@ def add_channel(self:KnowledgeBase, name:str, # channel (and mode) name, e.g. "g
     self._retriever = None; return self
 
 @patch
+@delegates(Retriever.search)
 def search(self:KnowledgeBase, question:str, # the user's question
-           k:int=5, # number of chunks to return
-           mode:str="hybrid", # hybrid | dense | sparse | text | an extra channel
-          )->tuple:
-    "Top-k `ScoredChunk`s and the retrieval trace (see `Retriever.search`)."
-    return self.retriever.search(question, k=k, mode=mode)
+           **kwargs)->tuple:
+    "Top-k `ScoredChunk`s and the retrieval trace (`Retriever.search` with this base's settings)."
+    return self.retriever.search(question, **kwargs)
 
 @patch
 def language_of(self:KnowledgeBase, question:str, # a query
@@ -175,7 +175,7 @@ def dense_used(self:KnowledgeBase, question:str, # a query
     if mode != "hybrid" or len(self.vectors) == 0: return False
     return self.dense_languages is None or self.language_of(question) in self.dense_languages
 
-# %% ../nbs/08_knowledge_base.ipynb #273f67d6
+# %% ../nbs/08_knowledge_base.ipynb #56d2dd0d
 @patch
 def chunks(self:KnowledgeBase, ids:list, # chunk ids
           )->list:
@@ -208,7 +208,7 @@ def embed_texts(self:KnowledgeBase, texts:list, # any texts (queries, probe sent
     "Unit vectors of texts through the embedder's cache."
     return self.embedder.embed_texts(list(texts), progress=progress)
 
-# %% ../nbs/08_knowledge_base.ipynb #d03507f3
+# %% ../nbs/08_knowledge_base.ipynb #649c2a20
 class Snapshot:
     "The base at one state: sorted ids with their vectors, chunks and tokens, a content key, and memoised derived values."
     def __init__(self, ids:list, # sorted chunk ids
@@ -240,7 +240,7 @@ def snapshot(self:KnowledgeBase)->Snapshot:
     self._snap = Snapshot(ids, self.vectors_of(ids), chunks, dict(zip(ids, self.tokens(ids))), key)
     return self._snap
 
-# %% ../nbs/08_knowledge_base.ipynb #5b4b2b0e
+# %% ../nbs/08_knowledge_base.ipynb #852cf7cc
 class _Terms:
     "A snapshot's BM25 count matrix: documents × terms (CSC), vocabulary, document frequencies and lengths."
     def __init__(self, snap:Snapshot):
