@@ -8,8 +8,8 @@ __all__ = ['TestResult', 'cohens_d', 'hedges_g', 'paired_cohens_d', 'effect_labe
            'wilcoxon_signed_rank', 'paired_bootstrap_test', 'paired_permutation_test', 'plot_bootstrap',
            'one_way_anova', 'welch_anova', 'tukey_hsd', 'plot_groups', 'cochran_ok', 'cramers_v', 'fisher_exact_2x2',
            'chi_square_independence', 'wilson_ci', 'CIResult', 'plot_contingency', 'bootstrap_ci', 'correct_pvalues',
-           'westfall_young_maxt', 'iqr_outliers', 'paired_power', 'plot_power_curves', 'plot_forest', 'compare_paired',
-           'HypothesisValidator']
+           'westfall_young_maxt', 'westfall_young_perm', 'iqr_outliers', 'paired_power', 'plot_power_curves',
+           'plot_forest', 'compare_paired', 'HypothesisValidator']
 
 # %% ../nbs/09_hypothesis.ipynb #9375e759
 import html, inspect, itertools, math, warnings
@@ -821,6 +821,38 @@ def westfall_young_maxt(diffs, # n_items × m_tests matrix of per-item differenc
     out = np.empty(m); out[order] = p
     return out
 
+# %% ../nbs/09_hypothesis.ipynb #1d7f0357
+def westfall_young_perm(scores, # n_items × c_conditions matrix (or n × c × m: m metrics per condition)
+                        contrasts:list, # (i, j) condition pairs tested: column i minus column j
+                        n_resamples:int=10_000, # random within-item permutations of the condition labels
+                        seed:int=42, # RNG seed
+                        batch:Optional[int]=None, # permutations per batch
+                       )->np.ndarray:
+    "Westfall–Young step-down maxT adjusted p-values of |t| for condition contrasts, permuting the labels within each item."
+    X = np.asarray(scores, dtype=float)
+    if X.ndim == 2: X = X[:, :, None]
+    if X.ndim != 3 or X.shape[0] < 2 or X.shape[1] < 2: raise LKTError(f"scores must be n_items × c_conditions (× m metrics) with n, c >= 2, got shape {X.shape}")
+    if not np.all(np.isfinite(X)): raise LKTError("scores contain NaN/inf; remove those items (rows) first")
+    n, c, m = X.shape
+    I = np.array([i for i, _ in contrasts]); J = np.array([j for _, j in contrasts])
+    if not len(contrasts) or I.min() < 0 or J.min() < 0 or max(I.max(), J.max()) >= c: raise LKTError("contrasts must be (i, j) pairs of condition columns")
+    def tstats(Y):  # Y: ... × n × c × m  ->  ... × (contrasts·m)
+        D = Y[..., I, :] - Y[..., J, :]
+        D = D.reshape(*D.shape[:-2], -1)
+        return _wy_stats(D.mean(-2), (D**2).sum(-2), n, "t")
+    T = tstats(X)
+    order = np.argsort(-T, kind="stable"); T_ord = T[order]; counts = np.zeros(T.size)
+    rng, rows = np.random.default_rng(seed), _batch_rows(n*c*m*len(contrasts), batch)
+    for k in range(0, n_resamples, rows):
+        b = min(rows, n_resamples - k)
+        perm = np.argsort(rng.random((b, n, c)), axis=2)  # an independent permutation of the c labels in every item
+        Ts = tstats(np.take_along_axis(X[None], perm[..., None], axis=2))
+        u = np.maximum.accumulate(Ts[:, order][:, ::-1], axis=1)[:, ::-1]
+        counts += _ge(u, T_ord).sum(0)
+    p = np.minimum(np.maximum.accumulate((counts + 1)/(n_resamples + 1)), 1.0)
+    out = np.empty(T.size); out[order] = p
+    return out.reshape(len(contrasts), m) if m > 1 else out
+
 # %% ../nbs/09_hypothesis.ipynb #5888b2d9
 def iqr_outliers(x, # sample (1-D)
                  k:float=1.5, # fence multiplier (1.5 outliers, 3 far-out)
@@ -833,6 +865,24 @@ def iqr_outliers(x, # sample (1-D)
     return x[~mask], int(mask.sum()), mask
 
 # %% ../nbs/09_hypothesis.ipynb #b7a95858
+def _scalar(v)->float:
+    "A Python float from a scalar or a 1-element array (statsmodels 0.15's `solve_power` returns either)."
+    a = np.asarray(v, dtype=float).ravel()
+    if a.size != 1: raise LKTError(f"expected one number, got {a.size}")
+    return float(a[0])
+
+def _ttest_power(effect_size, n, alpha, alternative):
+    "Power of the paired t-test (statsmodels `TTestPower`), with a normal approximation where its noncentral t gives NaN."
+    from statsmodels.stats.power import TTestPower
+    pw = _scalar(TTestPower().power(effect_size=effect_size, nobs=n, alpha=alpha, alternative=alternative))
+    if np.isnan(pw):  # scipy's noncentral t fails for huge noncentrality, where power ~ 1: normal approximation
+        lam, df = effect_size*math.sqrt(n), n - 1
+        if alternative == "two-sided":
+            tc = stats.t.ppf(1 - alpha/2, df); pw = float(ndtr(lam - tc) + ndtr(-lam - tc))
+        else:
+            tc = stats.t.ppf(1 - alpha, df); pw = float(ndtr((lam if alternative == "larger" else -lam) - tc))
+    return pw
+
 def paired_power(n:Optional[int]=None, # number of pairs (items); None to solve for it
                  effect_size:Optional[float]=None, # d_z; None to solve for the MDE
                  alpha:float=0.05, # significance level
@@ -840,23 +890,24 @@ def paired_power(n:Optional[int]=None, # number of pairs (items); None to solve 
                  alternative:str="two-sided", # "two-sided", "larger" or "smaller"
                 ):
     "Paired t-test power analysis: MDE (given n), required n (given effect) or achieved power (given both)."
-    from statsmodels.stats.power import TTestPower
-    tp = TTestPower()
+    from scipy.optimize import brentq
     if n is not None and n < 2: raise LKTError(f"n must be at least 2 pairs, got {n}")
-    if n is not None and effect_size is None:
-        return float(tp.solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative=alternative))
+    if n is not None and effect_size is None:  # root of power(e) = target on e > 0 (statsmodels' solve_power can return a wrong-signed root)
+        sgn = -1.0 if alternative == "smaller" else 1.0
+        f = lambda e: _ttest_power(sgn*e, n, alpha, alternative) - power
+        hi = 4/math.sqrt(n)
+        while f(hi) < 0: hi *= 2
+        return float(sgn*brentq(f, 1e-9, hi, xtol=1e-13))
     if effect_size is not None and n is None:
         if effect_size == 0: return math.inf
-        return int(math.ceil(tp.solve_power(effect_size=abs(effect_size), nobs=None, alpha=alpha, power=power, alternative=alternative) - 1e-9))
-    if n is not None and effect_size is not None:
-        pw = float(tp.power(effect_size=effect_size, nobs=n, alpha=alpha, alternative=alternative))
-        if np.isnan(pw):  # scipy's noncentral t fails for huge noncentrality, where power ~ 1: normal approximation
-            lam, df = effect_size*math.sqrt(n), n - 1
-            if alternative == "two-sided":
-                tc = stats.t.ppf(1 - alpha/2, df); pw = float(ndtr(lam - tc) + ndtr(-lam - tc))
-            else:
-                tc = stats.t.ppf(1 - alpha, df); pw = float(ndtr((lam if alternative == "larger" else -lam) - tc))
-        return pw
+        from statsmodels.stats.power import TTestPower
+        e = abs(effect_size) if alternative == "two-sided" else effect_size
+        k = max(2, int(math.ceil(_scalar(TTestPower().solve_power(effect_size=e, nobs=None, alpha=alpha, power=power,
+                                                                  alternative=alternative)) - 1e-9)))
+        while k > 2 and _ttest_power(e, k - 1, alpha, alternative) >= power: k -= 1  # smallest n reaching the power
+        while _ttest_power(e, k, alpha, alternative) < power: k += 1
+        return k
+    if n is not None and effect_size is not None: return _ttest_power(effect_size, n, alpha, alternative)
     raise LKTError("give n (→ minimum detectable effect), effect_size (→ required n), or both (→ power)")
 
 # %% ../nbs/09_hypothesis.ipynb #946d86c3
@@ -903,32 +954,43 @@ def plot_forest(rows:list, # dicts with label, estimate, low, high — or TestRe
     return fig
 
 # %% ../nbs/09_hypothesis.ipynb #488a39cc
+def _symmetric_boot_ci(rb:TestResult, alpha:float)->tuple:
+    "Mean ± the (1-α) quantile of |boot - mean|: the interval that inverts the centred bootstrap p-value."
+    boot, obs = rb.extra["distribution"], rb.extra["mean_diff"]
+    c = float(np.quantile(np.abs(boot - obs), 1 - alpha, method="higher"))
+    return (obs - c, obs + c)
+
 def compare_paired(a, # system A's per-item scores
                    b, # system B's per-item scores (same items, same order)
                    alpha:float=0.05, # significance level
                    seed:int=42, # seed of the resampling tests
                    n_resamples:int=10_000, # resamples for the bootstrap and permutation tests
-                   bootstrap_min_n:int=100, # from this many items the bootstrap p decides; below, the sign-flip p
+                   bootstrap_min_n:int=100, # from this many items the bootstrap p decides; below, the paired t-test
                   )->dict:
-    "All paired statistics for A vs B: mean diff, bootstrap CI, t, Wilcoxon, bootstrap and permutation p, d_z with CI, power."
+    "All paired statistics for A vs B: mean diff with a CI that agrees with the decision, t, Wilcoxon, bootstrap and permutation p, d_z with CI, power."
     d = _paired(a, b)
     n = int(d.size)
-    rt, rw = paired_ttest(a, b), wilcoxon_signed_rank(a, b)
-    rb = paired_bootstrap_test(a, b, n_resamples=n_resamples, seed=seed, confidence=1 - alpha)
+    rt, rw = paired_ttest(a, b, 1 - alpha), wilcoxon_signed_rank(a, b)
+    rb = paired_bootstrap_test(a, b, n_resamples=n_resamples, seed=seed, confidence=1 - alpha, keep_distribution=True)
     rp = paired_permutation_test(a, b, n_resamples=n_resamples, seed=seed)
     dz = rt.effect_size
     dz_ci = cohens_d_ci(dz, n, None, 1 - alpha) if np.isfinite(dz) else (float("nan"), float("nan"))
     mde = paired_power(n=n, alpha=alpha)
-    primary, p_primary = ("paired bootstrap", rb.p_value) if n >= bootstrap_min_n else ("sign-flip permutation", rp.p_value)
+    if n >= bootstrap_min_n:
+        primary, p_primary, ci, ci_method = "paired bootstrap", rb.p_value, _symmetric_boot_ci(rb, alpha), "centred bootstrap, symmetric (inverts the bootstrap p)"
+    else:
+        primary, p_primary, ci, ci_method = "paired t-test", rt.p_value, rt.ci, "paired t"
+    if not all(np.isfinite(ci)): ci = (float(d.mean()), float(d.mean()))  # all differences equal: a degenerate interval
+    rb.extra.pop("distribution", None)
     sig = p_primary <= alpha
     direction = "A > B" if d.mean() > 0 else "A < B" if d.mean() < 0 else "A = B"
-    verdict = (f"{direction}: mean diff {d.mean():+.4g} [{rb.ci[0]:+.4g}, {rb.ci[1]:+.4g}], {primary} p={p_primary:.4g} "
+    verdict = (f"{direction}: mean diff {d.mean():+.4g} [{ci[0]:+.4g}, {ci[1]:+.4g}] ({ci_method}), {primary} p={p_primary:.4g} "
                + ("(significant)" if sig else "(not significant)")
                + f"; d_z={dz:.2f} ({effect_label(dz)}); with n={n} only |d_z| >= {mde:.2f} is detectable at 80% power")
     return {"n": n, "mean_a": float(np.mean(a)), "mean_b": float(np.mean(b)), "mean_diff": float(d.mean()),
-            "ci_low": rb.ci[0], "ci_high": rb.ci[1], "ci_level": 1 - alpha, "ci_method": "paired bootstrap percentile",
-            "t": rt.statistic, "df": rt.df, "t_p": rt.p_value, "wilcoxon_p": rw.p_value, "bootstrap_p": rb.p_value,
-            "permutation_p": rp.p_value, "d_z": dz, "d_z_ci": dz_ci, "label": effect_label(dz),
+            "ci_low": float(ci[0]), "ci_high": float(ci[1]), "ci_level": 1 - alpha, "ci_method": ci_method,
+            "ci_percentile": tuple(rb.ci), "t": rt.statistic, "df": rt.df, "t_p": rt.p_value, "wilcoxon_p": rw.p_value,
+            "bootstrap_p": rb.p_value, "permutation_p": rp.p_value, "d_z": dz, "d_z_ci": dz_ci, "label": effect_label(dz),
             "mde_d": mde, "n_for_medium_effect": paired_power(effect_size=0.5, alpha=alpha),
             "primary_test": primary, "p_primary": p_primary, "significant": bool(sig), "verdict": verdict,
             "results": [rt, rw, rb, rp]}

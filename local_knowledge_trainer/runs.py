@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 
 from .core import LKTError, html_table, text_table, atomic_write_text, sha256_file as _sha256_file
 from .hypothesis import (compare_paired, bootstrap_ci, correct_pvalues, paired_power,
-                                                paired_permutation_test, plot_forest)
+                                                paired_permutation_test, plot_forest,
+                                                westfall_young_maxt, westfall_young_perm)
 from .golden import KeyMatcher, label_ranking, load_golden, check_cases, metric_names, ranking_metrics
 
 # %% ../nbs/11_runs.ipynb #2784b4bb
@@ -278,21 +279,34 @@ class Comparison:
     correction:str="holm" # multiple-comparison correction across pairs
 
     def _repr_html_(self):
-        cols = ["pair", "n", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d_z", "p_primary", "p_primary_holm", "mde_diff", "verdict"]
+        cols = ["pair", "n", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d_z", "p_primary", f"p_primary_{self.correction}", "mde_diff", "verdict"]
         rows = [{c: (f"{r[c]:.4g}" if isinstance(r[c], (float, np.floating)) else r[c]) for c in cols} for _, r in self.table.iterrows()]
         return html_table(rows, caption=f"Paired comparisons of {self.metric} ({self.correction} across {len(rows)} pairs)") + \
                "".join(f"<p>⚠ {w}</p>" for w in self.warnings)
 
 # %% ../nbs/11_runs.ipynb #d36e3924
+def _family_pvalues(pairs, ids, metric, seed, n_resamples)->Optional[np.ndarray]:
+    "Westfall–Young step-down maxT over the family of pairs (|t|), or None when the pairs do not share their queries."
+    if any(i != ids[0] for i in ids): return None
+    same_run = all(ra is pairs[0][0][0] and rb is ra for (ra, _, _), (rb, _, _) in pairs)
+    if same_run:  # modes of one run: permute the mode labels within each query
+        modes = list(dict.fromkeys([m for (_, ma, _), (_, mb, _) in pairs for m in (ma, mb)]))
+        run = pairs[0][0][0]
+        X = np.column_stack([run.scores(m, metric).loc[ids[0]].to_numpy(float) for m in modes])
+        return westfall_young_perm(X, [(modes.index(ma), modes.index(mb)) for (_, ma, _), (_, mb, _) in pairs], n_resamples=n_resamples, seed=seed)
+    D = np.column_stack([ra.scores(ma, metric).loc[ids[0]].to_numpy(float) - rb.scores(mb, metric).loc[ids[0]].to_numpy(float)
+                         for (ra, ma, _), (rb, mb, _) in pairs])  # run vs run: swap the two runs within a query = flip its row
+    return westfall_young_maxt(D, n_resamples=n_resamples, seed=seed)
+
 def compare_runs(run:EvalRun, # a run (its modes are compared pairwise unless `other` is a run)
                  other=None, # None: every pair of run's modes; a list of modes: every pair of those; an EvalRun: same mode, run vs other
                  metric:str=None, # metric compared (default nDCG@k)
                  alpha:float=0.05, # significance level
-                 correction:str="holm", # correction across pairs (any `correct_pvalues` method)
+                 correction:str="westfall_young", # across pairs: "westfall_young" (step-down maxT) or any `correct_pvalues` method
                  seed:int=42, # resampling seed
                  n_resamples:int=10_000, # bootstrap / permutation resamples
                 )->Comparison:
-    "Paired tests, mean difference with bootstrap CI, d_z with CI and power for every pair of systems, corrected across pairs."
+    "Paired tests, mean difference with CI, d_z with CI and power for every pair of systems, corrected across pairs (Westfall–Young by default)."
     metric = metric or f"ndcg@{run.k}"
     if isinstance(other, EvalRun):
         shared = [m for m in run.modes if m in other.modes]
@@ -302,7 +316,7 @@ def compare_runs(run:EvalRun, # a run (its modes are compared pairwise unless `o
         modes = run.modes if other is None else _modes(other)
         if len(modes) < 2: raise LKTError("need at least two modes to compare")
         pairs = [((run, a, a), (run, b, b)) for a, b in itertools.combinations(modes, 2)]
-    rows, diffs = [], {}
+    rows, diffs, idl = [], {}, []
     for (ra, ma, la), (rb, mb, lb) in pairs:
         sa, sb = ra.scores(ma, metric), rb.scores(mb, metric)
         ids = [i for i in sa.index if i in sb.index]
@@ -310,12 +324,20 @@ def compare_runs(run:EvalRun, # a run (its modes are compared pairwise unless `o
         a, b = sa.loc[ids].to_numpy(float), sb.loc[ids].to_numpy(float)
         lab = f"{la} vs {lb}"
         rows.append({"pair": lab, "a": la, "b": lb, **_pair_stats(a, b, alpha, seed, n_resamples)})
-        diffs[lab] = pd.Series(a - b, index=ids)
+        diffs[lab] = pd.Series(a - b, index=ids); idl.append(ids)
     df = pd.DataFrame(rows)
-    for c in _PCOLS: df[c + "_" + correction] = correct_pvalues(df[c].to_numpy(float), method=correction, alpha=alpha)[1]
+    for c in _PCOLS: df[c + "_holm"] = correct_pvalues(df[c].to_numpy(float), method="holm", alpha=alpha)[1]
+    notes = []
+    if correction == "westfall_young":
+        wy = _family_pvalues(pairs, idl, metric, seed, n_resamples)
+        if wy is None:
+            notes.append("the pairs do not share the same queries: Holm used instead of Westfall–Young"); wy = df["p_primary_holm"].to_numpy(float)
+        df["p_primary_westfall_young"] = wy
+    elif correction != "holm":
+        for c in _PCOLS: df[c + "_" + correction] = correct_pvalues(df[c].to_numpy(float), method=correction, alpha=alpha)[1]
     df["significant"] = df[f"p_primary_{correction}"] <= alpha
     df["mde_diff"] = df["mde_d"] * df["sd_diff"]
-    warn, verdicts = [], []
+    warn, verdicts = list(notes), []
     for _, r in df.iterrows():
         if r["significant"]: v = f"{r['a'] if r['mean_diff'] > 0 else r['b']} better"
         elif abs(r["d_z"]) < r["mde_d"] if np.isfinite(r["d_z"]) else False:
@@ -331,9 +353,9 @@ def compare_runs(run:EvalRun, # a run (its modes are compared pairwise unless `o
 # %% ../nbs/11_runs.ipynb #617e7f38
 @patch
 def plot_forest(self:Comparison):
-    "Forest plot of the mean differences with their 95% CIs; returns a Figure."
+    "Forest plot of the mean differences with their 95% CIs (those of `compare_paired`); returns a Figure."
     rows = [{"label": r["pair"], "estimate": r["mean_diff"], "low": r["ci_low"], "high": r["ci_high"]} for _, r in self.table.iterrows()]
-    return plot_forest(rows, xlabel=f"mean difference in {self.metric} (A − B)", title=f"{self.metric}: paired differences, 95% bootstrap CI")
+    return plot_forest(rows, xlabel=f"mean difference in {self.metric} (A − B)", title=f"{self.metric}: paired differences, 95% CI")
 
 @patch
 def plot_differences(self:Comparison):
