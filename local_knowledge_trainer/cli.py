@@ -8,16 +8,16 @@ __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL',
            'cmd_search', 'cmd_answer', 'base_stats', 'cmd_stats', 'cmd_doctor', 'cmd_evaluate', 'add_evaluate_command',
            'cmd_graph', 'add_graph_command', 'cmd_demo', 'build_parser', 'main']
 
-# %% ../nbs/21_cli.ipynb #92846eae
+# %% ../nbs/21_cli.ipynb #84ad212d
 import argparse, json, os, re, sys, tempfile, shutil
 from pathlib import Path
 from .core import LKTError, text_table, to_jsonable
 
-# %% ../nbs/21_cli.ipynb #bc60970f
+# %% ../nbs/21_cli.ipynb #101eb9d3
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 EXIT_UNKNOWN_ENTITY = EXIT_EMPTY # `lkt graph` does not know the entity
 
-# %% ../nbs/21_cli.ipynb #470f9fb4
+# %% ../nbs/21_cli.ipynb #6288d17e
 _SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|CREDENTIALS?|AUTH)(_|$)", re.I)
 _NOT_SECRET = {"true", "false", "none", "null", "yes", "no", "on", "off"}
 _SECRET_SHAPES = re.compile(r"(Bearer\s+[A-Za-z0-9._\-]{8,}|\bsk-[A-Za-z0-9_\-]{8,})")
@@ -45,7 +45,7 @@ def redact(text:str, # text about to be printed
     for v in (secret_values() if secrets is None else secrets): text = text.replace(v, "***REDACTED***")
     return _SECRET_SHAPES.sub("***REDACTED***", text)
 
-# %% ../nbs/21_cli.ipynb #019eff74
+# %% ../nbs/21_cli.ipynb #2a6b9a1e
 def clean_json(obj):
     "Make `obj` strict-JSON-safe: NaN/inf become null, numpy scalars and arrays become Python values."
     return to_jsonable(obj, finite=True)
@@ -80,8 +80,8 @@ def _response_json(resp, trace:bool)->dict:
            "results": [{"rank": n, "id": c.id, "score": c.score, "source": c.source, "page": c.page, "section": c.section,
                         "text": c.text, "prev_id": c.prev_id, "next_id": c.next_id} for n, c in enumerate(resp.source_chunks, 1)],
            "citations": [c.to_dict() for c in resp.citations]}
-    for f in ("confidence", "p_value", "ci_lower", "ci_upper", "cohens_d"):
-        if getattr(resp, f) is not None: out[f] = getattr(resp, f)
+    for f in ("confidence", "p_value", "ci_lower", "ci_upper", "cohens_d", "abstained", "confidence_method"):
+        if getattr(resp, f, None) is not None: out[f] = getattr(resp, f)
     if trace: out["trace"] = resp.trace
     return out
 
@@ -94,7 +94,7 @@ def _trace_text(tr:dict)->str:
     lines.append("  timings (ms): " + ", ".join(f"{k}={v}" for k, v in tr.get("timings_ms", {}).items()))
     return "\n".join(lines)
 
-# %% ../nbs/21_cli.ipynb #949e1ed2
+# %% ../nbs/21_cli.ipynb #b2168f33
 def cmd_parse(args)->int:
     "Parse a file or folder and print the per-format summary (nothing is stored)."
     from local_knowledge_trainer.parser import DocumentParser, summarize, parse_summary_table
@@ -104,7 +104,7 @@ def cmd_parse(args)->int:
     _print({"formats": summarize(docs), "problems": problems}, args.json, text)
     return EXIT_PARTIAL if any(p["status"] == "failed" for p in problems) else EXIT_OK
 
-# %% ../nbs/21_cli.ipynb #07f31948
+# %% ../nbs/21_cli.ipynb #adc66ac8
 def cmd_ingest(args)->int:
     "Ingest a file or folder into the persistent base."
     kt = _trainer(args, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap)
@@ -130,7 +130,7 @@ def cmd_ingest(args)->int:
         return EXIT_PARTIAL if r.errors else EXIT_OK
     finally: kt.close()
 
-# %% ../nbs/21_cli.ipynb #f9a0f7e4
+# %% ../nbs/21_cli.ipynb #0d1960c3
 def _ask(args, with_llm:bool)->int:
     kt = _trainer(args)
     try:
@@ -162,7 +162,7 @@ def cmd_answer(args)->int:
     "Answer a question with cited evidence (the context itself when no LLM is given)."
     return _ask(args, with_llm=True)
 
-# %% ../nbs/21_cli.ipynb #5433ef43
+# %% ../nbs/21_cli.ipynb #e22ae115
 def _read_json(path:Path)->dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError): return {}
@@ -195,7 +195,7 @@ def cmd_stats(args)->int:
     _print(s, args.json, "\n".join(f"{k:16} {v}" for k, v in s.items() if k != "sources"))
     return EXIT_OK
 
-# %% ../nbs/21_cli.ipynb #c5d6a072
+# %% ../nbs/21_cli.ipynb #e644c5ff
 def cmd_doctor(args)->int:
     "Check the model, backends, manifest and integrity; non-zero exit when something needs fixing."
     try:
@@ -212,7 +212,7 @@ def cmd_doctor(args)->int:
         return EXIT_OK if d["status"] == "ok" else EXIT_DOCTOR
     finally: kt.close()
 
-# %% ../nbs/21_cli.ipynb #0ad564d2
+# %% ../nbs/21_cli.ipynb #a9a8f11a
 def _evaluation_run(args, progress:bool, cmd:str):
     "The `EvalRun` of `lkt evaluate`: a BEIR folder, or golden cases against the base in --persist."
     import warnings
@@ -260,7 +260,7 @@ def cmd_evaluate(args)->int:
             if len(run.modes) > 1:
                 cmp = compare_runs(run)
                 out("\n" + "\n".join(f"{r['pair']}: Δ {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}], "
-                                     f"p_holm={r['p_primary_holm']:.3g} → {r['verdict']}" for _, r in cmp.table.iterrows()))
+                                     f"p_{cmp.correction}={r['p_primary_' + cmp.correction]:.3g} → {r['verdict']}" for _, r in cmp.table.iterrows()))
                 for w in cmp.warnings: out(f"warning: {w}")
             if bc is not None: out("\n" + bc.summary())
             if args.save_baseline: out(f"\nbaseline saved to {args.save_baseline}")
@@ -271,7 +271,7 @@ def cmd_evaluate(args)->int:
         else: print(redact(f"error: {msg}"), file=sys.stderr)
         return EXIT_ERROR
 
-# %% ../nbs/21_cli.ipynb #8cf4f457
+# %% ../nbs/21_cli.ipynb #5d568d6f
 def add_evaluate_command(subparsers, # the object returned by ArgumentParser.add_subparsers()
                         )->argparse.ArgumentParser:
     "Register `evaluate` (golden cases or BEIR, modes, k, JSON, baselines) on an argparse subparsers object."
@@ -293,7 +293,7 @@ def add_evaluate_command(subparsers, # the object returned by ArgumentParser.add
     sp.set_defaults(func=cmd_evaluate)
     return sp
 
-# %% ../nbs/21_cli.ipynb #625ff2de
+# %% ../nbs/21_cli.ipynb #c1dea2e3
 GRAPH_STATUSES = ("all", "accepted", "auto_accepted", "needs_review", "reviewed", "rejected") # --status choices: graph.REVIEW_STATUSES and two groups
 
 def cmd_graph(args)->int:
@@ -346,7 +346,7 @@ def add_graph_command(subparsers, # the `add_subparsers()` object of the lkt par
     sp.set_defaults(func=cmd_graph)
     return sp
 
-# %% ../nbs/21_cli.ipynb #749575dc
+# %% ../nbs/21_cli.ipynb #807de988
 DEMO_QUESTIONS = ["How many photovoltaic panels were installed and what is the payback period?",
                   "What does the doctor command check?",
                   "Qual enzima fixa o dióxido de carbono no ciclo de Calvin?",
@@ -371,8 +371,8 @@ def cmd_demo(args)->int:
             resp = kt.query(q, k=3)
             skipped = "; ".join(f"{c} skipped: {why}" for c, why in resp.trace.get("skipped", {}).items())
             print(f"\n== Q: {q}\n   channels {resp.trace['channels']}" + (f" ({skipped})" if skipped else "")
-                  + (f"; z_global p = {resp.p_value:.3g}" if resp.p_value is not None else "")
-                  + (f", Cohen's d = {resp.cohens_d:.2f}" if resp.cohens_d is not None else ""))
+                  + (f"; confidence {resp.confidence:.2f} [{resp.ci_lower:.2f}, {resp.ci_upper:.2f}], p vs unanswerable = {resp.p_value:.3g}"
+                     + (" (abstains)" if resp.abstained else "") if resp.confidence is not None else ""))
             for n, (c, cit) in enumerate(zip(resp.source_chunks, resp.citations), 1):
                 print(f"  [{n}] {c.score:.4f} {cit}")
         golden = corpus.parent / "golden.jsonl"
@@ -393,7 +393,7 @@ def cmd_demo(args)->int:
         kt.close()
         if not args.persist: shutil.rmtree(persist, ignore_errors=True)
 
-# %% ../nbs/21_cli.ipynb #49f6100b
+# %% ../nbs/21_cli.ipynb #b3eaf1f4
 def build_parser()->argparse.ArgumentParser:
     "The argparse parser of `lkt`."
     p = argparse.ArgumentParser(prog="lkt", description="Local Knowledge Trainer: ingest documents, retrieve cited evidence, check the base.",
@@ -443,6 +443,6 @@ def main(argv:list=None, # arguments (default: sys.argv[1:])
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr); return 130
 
-# %% ../nbs/21_cli.ipynb #53eacc89
+# %% ../nbs/21_cli.ipynb #65a4b688
 #| eval: false
 if __name__ == "__main__": sys.exit(main())

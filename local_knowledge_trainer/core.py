@@ -215,11 +215,13 @@ class QueryResponse(_Record):
     "An answer (or the retrieved context) with its evidence and statistical confidence."
     text:str # the LLM's answer, or the formatted context when no LLM is set
     source_chunks:list=field(default_factory=list) # `ScoredChunk`s, best first
-    confidence:Optional[float]=None # 1 - p_value
-    p_value:Optional[float]=None # p-value of the retrieved scores against the base's score distribution
-    ci_lower:Optional[float]=None # lower bound of the CI of the retrieved scores
-    ci_upper:Optional[float]=None # upper bound
-    cohens_d:Optional[float]=None # effect size of the retrieved scores against the base
+    confidence:Optional[float]=None # calibrated P(the top-k holds a relevant chunk), fitted on the base's held-out probes (18_confidence)
+    p_value:Optional[float]=None # one-sided p of "answered better than this base answers unanswerable queries" (selection-aware null)
+    ci_lower:Optional[float]=None # lower bound of the 95 % CI of `confidence` (delta method on the logit)
+    ci_upper:Optional[float]=None # upper bound of that CI
+    cohens_d:Optional[float]=None # standardised margin of the model's logit over the unanswerable queries' (mean/SD of that null)
+    abstained:Optional[bool]=None # confidence below the threshold (default 0.5): the base probably does not hold the answer
+    confidence_method:Optional[str]=None # what produced `confidence`: probe_logistic, probe_logistic+labelled or probe_rate_only
     chunk_scores:list=field(default_factory=list) # the retrieved chunks' similarity scores
     citations:list=field(default_factory=list) # `Citation`s, one per source chunk
     question:str="" # the question asked

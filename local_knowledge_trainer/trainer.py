@@ -379,9 +379,9 @@ def citations(self:KnowledgeTrainer, chunks:list, # `ScoredChunk`s
 def query(self:KnowledgeTrainer, question:str, # the question
           k:int=5, # number of chunks to retrieve
           mode:str="hybrid", # hybrid | dense | sparse | text | graph
-          return_confidence:bool=True, # fill confidence, p-value, CI and Cohen's d (see 18_confidence)
+          return_confidence:bool=True, # fill confidence, p-value, CI, Cohen's d and abstained (see 18_confidence)
          )->QueryResponse:
-    "Retrieve evidence for `question` and answer it with the LLM, or return the cited context."
+    "Retrieve evidence for `question` and answer it with the LLM, or return the cited context; an abstaining answer says so first."
     t0 = time.perf_counter()
     chunks, trace = self.kb.search(question, k=k, mode=mode)
     resp = QueryResponse(text="", source_chunks=chunks, question=question, mode=mode, trace=trace,
@@ -403,7 +403,11 @@ def query(self:KnowledgeTrainer, question:str, # the question
         trace["timings_ms"]["llm"] = round((time.perf_counter() - t) * 1000, 3)
     if return_confidence and chunks:
         t = time.perf_counter()
-        try: self.answer_confidence(resp)
+        try:
+            self.answer_confidence(resp)
+            if resp.abstained:
+                from local_knowledge_trainer.confidence import abstention_notice
+                resp.text = f"{abstention_notice(question, resp.confidence)}\n\n{resp.text}"
         except Exception as e: trace["confidence"] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         trace["timings_ms"]["confidence"] = round((time.perf_counter() - t) * 1000, 3)
     trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
