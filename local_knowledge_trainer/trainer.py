@@ -6,7 +6,7 @@
 __all__ = ['FORMAT_VERSION', 'NO_LLM_HEADER', 'best_quote', 'format_context', 'grounded_prompt', 'KnowledgeTrainer', 'ollama_llm',
            'openai_compatible_llm']
 
-# %% ../nbs/20_trainer.ipynb #a618372c
+# %% ../nbs/20_trainer.ipynb #6b998363
 import datetime, hashlib, importlib, inspect, json, os, re, time
 from pathlib import Path
 from types import MethodType
@@ -22,13 +22,13 @@ from .store import EvidenceStore
 from .embeddings import Embedder
 from .vector_store import save_store, load_store
 
-# %% ../nbs/20_trainer.ipynb #0fa8a901
+# %% ../nbs/20_trainer.ipynb #d6b2172e
 FORMAT_VERSION = 1
 NO_LLM_HEADER = "[No LLM configured] Context:"
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
-# %% ../nbs/20_trainer.ipynb #6ab4256c
+# %% ../nbs/20_trainer.ipynb #fc150a22
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 def _terms(s:str)->set:
@@ -56,7 +56,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/20_trainer.ipynb #73899858
+# %% ../nbs/20_trainer.ipynb #9689548d
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -76,7 +76,7 @@ def grounded_prompt(question:str, # the user's question
 
 
 
-# %% ../nbs/20_trainer.ipynb #e799ecc1
+# %% ../nbs/20_trainer.ipynb #7e2f5897
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model:str="all-MiniLM-L6-v2", # model name (offline) or local model directory, or an `Embedder`
@@ -105,7 +105,7 @@ class KnowledgeTrainer:
         self.set_graph_weight(0.35, in_hybrid=False)
         if store.count_chunks() or len(self.kb.vectors): self._reconcile()
 
-# %% ../nbs/20_trainer.ipynb #94678743
+# %% ../nbs/20_trainer.ipynb #58e7fb95
 @patch(as_prop=True)
 def store(self:KnowledgeTrainer)->EvidenceStore: "The evidence store (`kb.store`)."; return self.kb.store
 @patch(as_prop=True)
@@ -117,7 +117,7 @@ def lexical(self:KnowledgeTrainer): "The BM25 index (`kb.lexical`)."; return sel
 @patch(as_prop=True)
 def retriever(self:KnowledgeTrainer): "The `Retriever` of the knowledge base, with the graph channel (`kb.retriever`)."; return self.kb.retriever
 
-# %% ../nbs/20_trainer.ipynb #ce1b0d16
+# %% ../nbs/20_trainer.ipynb #dca75047
 @patch(as_prop=True)
 def graph_builder(self:KnowledgeTrainer):
     "The entity graph's `GraphBuilder`: loaded from the store and synced, or built from every chunk on first use."
@@ -149,7 +149,7 @@ def set_graph_weight(self:KnowledgeTrainer, weight:float=0.35, # RRF weight of t
     self.kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
     return self
 
-# %% ../nbs/20_trainer.ipynb #11b9a6b0
+# %% ../nbs/20_trainer.ipynb #6ebb6e6a
 @patch(as_prop=True)
 def stats(self:KnowledgeTrainer)->dict:
     "Counts and configuration: documents, chunks, entities, relations, graph_built, model, dim, language, backend."
@@ -181,7 +181,7 @@ def __enter__(self:KnowledgeTrainer): return self
 @patch
 def __exit__(self:KnowledgeTrainer, *exc): self.close()
 
-# %% ../nbs/20_trainer.ipynb #0a3b7bff
+# %% ../nbs/20_trainer.ipynb #83366665
 @patch
 def manifest(self:KnowledgeTrainer)->dict:
     "What the persisted base holds: model, dimension, counts, backend and content hashes."
@@ -213,7 +213,7 @@ def _reconcile(self:KnowledgeTrainer):
     self.reconciled = {"added": len(missing), "removed": len(extra)}
     if (extra or missing) and self.persist_dir: self._publish()
 
-# %% ../nbs/20_trainer.ipynb #e7a3ecc2
+# %% ../nbs/20_trainer.ipynb #9b7d5016
 @patch
 def ingest(self:KnowledgeTrainer, path, # a file or folder
            chunk_size:int=None, # override the trainer's chunk size for this ingest
@@ -297,7 +297,7 @@ def neighbours(self:KnowledgeTrainer, chunk_id:str, # a chunk id
     "The chunk and its neighbours in document order."
     return self.store.neighbors(chunk_id, window)
 
-# %% ../nbs/20_trainer.ipynb #22a0505f
+# %% ../nbs/20_trainer.ipynb #e1d6bc8b
 class _Forward:
     "A method calling `local_knowledge_trainer.<module>.<name>(kt.kb, ...)`, whose signature is the target's (imported lazily)."
     def __init__(self, module:str, # module below the trainer, e.g. "diagnostics"
@@ -350,7 +350,7 @@ _forward("bootstrap_ab_test", "diagnostics", "Bootstrap test of after − before
 _forward("compute_quality_score", "diagnostics", "VERA-inspired composite quality of an answer (or a question, answered first), with a bootstrap CI and a tier.",
          prepare=_query_first)
 
-# %% ../nbs/20_trainer.ipynb #ba16bad8
+# %% ../nbs/20_trainer.ipynb #e4c772d4
 @patch
 def set_llm(self:KnowledgeTrainer, fn:Optional[Callable], # any (prompt: str) -> str function, or None for context-only answers
             name:str=None, # a label for traces
@@ -401,10 +401,13 @@ def query(self:KnowledgeTrainer, question:str, # the question
             resp.text = f"{NO_LLM_HEADER}\n{context}"
             trace["llm"] = {"status": "failed", "name": self.llm_name, "error": f"{type(e).__name__}: {e}"}
         trace["timings_ms"]["llm"] = round((time.perf_counter() - t) * 1000, 3)
-    if return_confidence and chunks:
+    if return_confidence and not chunks:  # nothing retrieved: the top-k holds no relevant chunk, exactly
+        resp.confidence, resp.ci_lower, resp.ci_upper, resp.p_value = 0.0, 0.0, 0.0, 1.0
+        resp.abstained, resp.confidence_method = True, "no_evidence"
+    if return_confidence:
         t = time.perf_counter()
         try:
-            self.answer_confidence(resp)
+            if chunks: self.answer_confidence(resp)
             if resp.abstained:
                 from local_knowledge_trainer.confidence import abstention_notice
                 resp.text = f"{abstention_notice(question, resp.confidence)}\n\n{resp.text}"
@@ -413,7 +416,7 @@ def query(self:KnowledgeTrainer, question:str, # the question
     trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
     return resp
 
-# %% ../nbs/20_trainer.ipynb #25f091a8
+# %% ../nbs/20_trainer.ipynb #cd40f5b6
 @patch
 def doctor(self:KnowledgeTrainer)->dict:
     "Check the model, the backends, the manifest and the integrity of the stored base."
@@ -441,7 +444,7 @@ def doctor(self:KnowledgeTrainer)->dict:
         elif ids: add("manifest", False, "missing", "open the base with KnowledgeTrainer(persist_dir=...) and ingest again")
     return {"status": "ok" if all(c["ok"] for c in checks) else "problems", "checks": checks, "stats": self.stats}
 
-# %% ../nbs/20_trainer.ipynb #303ccbdf
+# %% ../nbs/20_trainer.ipynb #7ce66fd1
 @patch(as_prop=True)
 def graph(self:KnowledgeTrainer):
     "The entity graph (`networkx.DiGraph`): nodes are entities, edges are relations with their evidence."
@@ -477,7 +480,7 @@ def detect_contradictions(self:KnowledgeTrainer, text:str, # a claim or an LLM a
     from local_knowledge_trainer.claims import detect_contradictions
     return detect_contradictions(text, self.graph_builder, extractor=extractor, threshold=threshold)
 
-# %% ../nbs/20_trainer.ipynb #489292c1
+# %% ../nbs/20_trainer.ipynb #a2e053e8
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})
