@@ -7,12 +7,12 @@ __all__ = ['chunk_id', 'html_table', 'text_table', 'to_jsonable', 'sha256_file',
            'Citation', 'ScoredChunk', 'IngestResult', 'QueryResponse', 'ValidationReport', 'ChunkOptimizationResult',
            'LKTError', 'ParseError']
 
-# %% ../nbs/00_core.ipynb #a93854d8
+# %% ../nbs/00_core.ipynb #023d3dd6
 import hashlib, html, json, math
 from dataclasses import dataclass, field, asdict, fields
 from typing import Any, Optional
 
-# %% ../nbs/00_core.ipynb #61369a03
+# %% ../nbs/00_core.ipynb #56fbf6f0
 def chunk_id(source:str, # the document's source path or name
              text:str, # the chunk's text; only its first 100 characters enter the hash
              salt:int=0, # disambiguates different chunks whose first 100 characters coincide
@@ -21,7 +21,7 @@ def chunk_id(source:str, # the document's source path or name
     key = f"{source}\x1f{text[:100]}" + (f"\x1f{salt}" if salt else "")
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
-# %% ../nbs/00_core.ipynb #de89b266
+# %% ../nbs/00_core.ipynb #8ee545e6
 def _short(v, n=80):
     s = v if isinstance(v, str) else repr(v)
     s = s.replace("\n", " ")
@@ -54,7 +54,7 @@ class _Record:
         rows = [(f.name, getattr(self, f.name)) for f in fields(self) if f.name not in self._html_skip]
         return html_table(rows, caption=type(self).__name__)
 
-# %% ../nbs/00_core.ipynb #337d9e8b
+# %% ../nbs/00_core.ipynb #82177a2b
 def text_table(rows:list, # rows: lists of cells, or dicts keyed by `cols`
                cols:list, # column headers
                right:tuple=(), # indices of right-aligned columns
@@ -101,7 +101,7 @@ def atomic_write_text(path, # the file to (re)write
     os.replace(tmp, path)
     return path
 
-# %% ../nbs/00_core.ipynb #b0fe1ba2
+# %% ../nbs/00_core.ipynb #90ee331d
 @dataclass
 class Chunk(_Record):
     "A piece of a document with a deterministic id, its location and its neighbours."
@@ -130,7 +130,7 @@ class Chunk(_Record):
     def __repr__(self):
         return f"Chunk({self.id}, {self.location!r}, {_short(self.text, 60)!r})"
 
-# %% ../nbs/00_core.ipynb #60c5ed53
+# %% ../nbs/00_core.ipynb #a45e4da6
 @dataclass
 class Document(_Record):
     "One input file: its outcome, content hash, chunks and warnings."
@@ -156,7 +156,7 @@ class Document(_Record):
         extra = f", reason={self.reason!r}" if self.reason else ""
         return f"Document({self.source!r}, {self.format}, {self.status}, {len(self.chunks)} chunks{extra})"
 
-# %% ../nbs/00_core.ipynb #50061e81
+# %% ../nbs/00_core.ipynb #bdc5497d
 @dataclass
 class Citation(_Record):
     "Where a piece of evidence comes from, with an exact quote and its neighbours."
@@ -190,7 +190,7 @@ class ScoredChunk(_Record):
     def get(self, k, default=None): return getattr(self, k, default)
     def __repr__(self): return f"ScoredChunk({self.id}, {self.score:.4f}, {self.source!r}, {_short(self.text, 50)!r})"
 
-# %% ../nbs/00_core.ipynb #fe3a63b9
+# %% ../nbs/00_core.ipynb #8319d0fe
 @dataclass
 class IngestResult(_Record):
     "What `KnowledgeTrainer.ingest` did: counts, approvals, statistical report and per-file errors."
@@ -209,7 +209,7 @@ class IngestResult(_Record):
         return (f"IngestResult(total_docs={self.total_docs}, chunks={self.chunks}, approved={len(self.approved_docs)}, "
                 f"rejected={len(self.rejected_docs)}, unchanged={len(self.unchanged)}, skipped={len(self.skipped)}, errors={len(self.errors)})")
 
-# %% ../nbs/00_core.ipynb #63fe7408
+# %% ../nbs/00_core.ipynb #b6437e7b
 @dataclass
 class QueryResponse(_Record):
     "An answer (or the retrieved context) with its evidence and statistical confidence."
@@ -233,7 +233,7 @@ class QueryResponse(_Record):
         conf = f", confidence={self.confidence:.3f}" if self.confidence is not None else ""
         return f"QueryResponse({len(self.source_chunks)} chunks, mode={self.mode}{conf}, text={_short(self.text, 60)!r})"
 
-# %% ../nbs/00_core.ipynb #c4578de0
+# %% ../nbs/00_core.ipynb #7c32649e
 @dataclass
 class ValidationReport(_Record):
     "Outcome of `validate_knowledge_base`: distribution checks, outliers and a quality score."
@@ -248,7 +248,7 @@ class ValidationReport(_Record):
     distribution_normal:Optional[bool]=None # normality not rejected at alpha
     outliers:list=field(default_factory=list) # chunk ids flagged by the IQR rule
     outlier_count:int=0 # len(outliers)
-    quality_score:Optional[float]=None # composite score in [0, 1]
+    quality_score:Optional[float]=None # retrieval quality estimated on held-out probes (MRR@k)
     quality_ci:Optional[tuple]=None # bootstrap CI of the quality score
     tests:list=field(default_factory=list) # every test run: name, statistic, p, corrected p, effect size
     warnings:list=field(default_factory=list) # human-readable findings
@@ -260,14 +260,14 @@ class ValidationReport(_Record):
         "Alias of `shapiro_p`."
         return self.shapiro_p
 
-# %% ../nbs/00_core.ipynb #fdeb1dcf
+# %% ../nbs/00_core.ipynb #e49e054f
 @dataclass
 class ChunkOptimizationResult(_Record):
     "Outcome of `optimize_chunking`: the chosen chunk size and the evidence for it."
     best_size:Optional[int]=None # the best chunk size found
     strategy_results:list=field(default_factory=list) # one dict per size: hits, misses, metric, CI
     chi2:Optional[float]=None # chi-square statistic of hits × size
-    p_value:Optional[float]=None # its p-value
+    p_value:Optional[float]=None # p of that chi-square test of independence (ignores pairing; the decision is Cochran's Q)
     cramers_v:Optional[float]=None # effect size of the contingency table
     cochran_q:Optional[float]=None # Cochran's Q over the paired hit/miss outcomes
     cochran_p:Optional[float]=None # its p-value
@@ -276,7 +276,7 @@ class ChunkOptimizationResult(_Record):
     details:dict=field(default_factory=dict, repr=False) # per-query hit/RR matrices (queries × sizes), sizes, metric
     _html_skip = _dict_skip = ("details",)
 
-# %% ../nbs/00_core.ipynb #f6f8d25c
+# %% ../nbs/00_core.ipynb #60c9dbf3
 class LKTError(Exception):
     "Base class of LKT's errors; the message says what happened and how to fix it."
 

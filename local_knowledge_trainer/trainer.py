@@ -6,7 +6,7 @@
 __all__ = ['FORMAT_VERSION', 'NO_LLM_HEADER', 'best_quote', 'format_context', 'grounded_prompt', 'KnowledgeTrainer', 'ollama_llm',
            'openai_compatible_llm']
 
-# %% ../nbs/20_trainer.ipynb #6b998363
+# %% ../nbs/20_trainer.ipynb #7a392f69
 import datetime, hashlib, importlib, inspect, json, os, re, time
 from pathlib import Path
 from types import MethodType
@@ -22,13 +22,13 @@ from .store import EvidenceStore
 from .embeddings import Embedder
 from .vector_store import save_store, load_store
 
-# %% ../nbs/20_trainer.ipynb #d6b2172e
+# %% ../nbs/20_trainer.ipynb #776bce53
 FORMAT_VERSION = 1
 NO_LLM_HEADER = "[No LLM configured] Context:"
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
-# %% ../nbs/20_trainer.ipynb #fc150a22
+# %% ../nbs/20_trainer.ipynb #72a355aa
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 def _terms(s:str)->set:
@@ -56,7 +56,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/20_trainer.ipynb #9689548d
+# %% ../nbs/20_trainer.ipynb #44359f01
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -76,7 +76,7 @@ def grounded_prompt(question:str, # the user's question
 
 
 
-# %% ../nbs/20_trainer.ipynb #7e2f5897
+# %% ../nbs/20_trainer.ipynb #89fea169
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model:str="all-MiniLM-L6-v2", # model name (offline) or local model directory, or an `Embedder`
@@ -105,7 +105,7 @@ class KnowledgeTrainer:
         self.set_graph_weight(0.35, in_hybrid=False)
         if store.count_chunks() or len(self.kb.vectors): self._reconcile()
 
-# %% ../nbs/20_trainer.ipynb #58e7fb95
+# %% ../nbs/20_trainer.ipynb #cef51704
 @patch(as_prop=True)
 def store(self:KnowledgeTrainer)->EvidenceStore: "The evidence store (`kb.store`)."; return self.kb.store
 @patch(as_prop=True)
@@ -117,7 +117,7 @@ def lexical(self:KnowledgeTrainer): "The BM25 index (`kb.lexical`)."; return sel
 @patch(as_prop=True)
 def retriever(self:KnowledgeTrainer): "The `Retriever` of the knowledge base, with the graph channel (`kb.retriever`)."; return self.kb.retriever
 
-# %% ../nbs/20_trainer.ipynb #dca75047
+# %% ../nbs/20_trainer.ipynb #7f4f176b
 @patch(as_prop=True)
 def graph_builder(self:KnowledgeTrainer):
     "The entity graph's `GraphBuilder`: loaded from the store and synced, or built from every chunk on first use."
@@ -149,7 +149,7 @@ def set_graph_weight(self:KnowledgeTrainer, weight:float=0.35, # RRF weight of t
     self.kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
     return self
 
-# %% ../nbs/20_trainer.ipynb #6ebb6e6a
+# %% ../nbs/20_trainer.ipynb #190d39f4
 @patch(as_prop=True)
 def stats(self:KnowledgeTrainer)->dict:
     "Counts and configuration: documents, chunks, entities, relations, graph_built, model, dim, language, backend."
@@ -181,7 +181,7 @@ def __enter__(self:KnowledgeTrainer): return self
 @patch
 def __exit__(self:KnowledgeTrainer, *exc): self.close()
 
-# %% ../nbs/20_trainer.ipynb #83366665
+# %% ../nbs/20_trainer.ipynb #19aa4fc5
 @patch
 def manifest(self:KnowledgeTrainer)->dict:
     "What the persisted base holds: model, dimension, counts, backend and content hashes."
@@ -213,7 +213,7 @@ def _reconcile(self:KnowledgeTrainer):
     self.reconciled = {"added": len(missing), "removed": len(extra)}
     if (extra or missing) and self.persist_dir: self._publish()
 
-# %% ../nbs/20_trainer.ipynb #9b7d5016
+# %% ../nbs/20_trainer.ipynb #6bd23a58
 @patch
 def ingest(self:KnowledgeTrainer, path, # a file or folder
            chunk_size:int=None, # override the trainer's chunk size for this ingest
@@ -297,7 +297,7 @@ def neighbours(self:KnowledgeTrainer, chunk_id:str, # a chunk id
     "The chunk and its neighbours in document order."
     return self.store.neighbors(chunk_id, window)
 
-# %% ../nbs/20_trainer.ipynb #e1d6bc8b
+# %% ../nbs/20_trainer.ipynb #c036b22b
 class _Forward:
     "A method calling `local_knowledge_trainer.<module>.<name>(kt.kb, ...)`, whose signature is the target's (imported lazily)."
     def __init__(self, module:str, # module below the trainer, e.g. "diagnostics"
@@ -339,18 +339,18 @@ def _query_first(kt, a:dict):
 
 def _trainer_overlap(kt, a:dict): a.setdefault("chunk_overlap", kt.chunk_overlap)
 
-_forward("answer_confidence", "confidence", "Fill the response's confidence, p-value, CI and effect size (see 18_confidence).", prepare=_query_first)
-_forward("validate_knowledge_base", "diagnostics", "Shapiro–Wilk, per-document KS (Holm) and IQR outliers of the base, with a quality score.")
-_forward("optimize_chunking", "diagnostics", "Compare chunk sizes on the same queries (chi-square, Cochran's Q, McNemar with Holm).",
+_forward("answer_confidence", "confidence", "Fill the calibrated P(top-k holds the answer), its CI, the p-value and effect against unanswerable queries, and abstained (18_confidence).", prepare=_query_first)
+_forward("validate_knowledge_base", "diagnostics", "Duplicates, garbage text, unretrievable documents and probe MRR with a CI; Shapiro–Wilk and KS as description (19_diagnostics).")
+_forward("optimize_chunking", "diagnostics", "Compare chunk sizes on the same queries: Cochran's Q and McNemar with Holm decide; the chi-square is reported.",
          prepare=_trainer_overlap)
-_forward("topic_conflict", "diagnostics", "Per-topic retrieval quality: ANOVA, Welch's ANOVA, Tukey HSD, eta² and the weakest topics.")
+_forward("topic_conflict", "diagnostics", "Per-topic retrieval quality: Kruskal–Wallis with Dunn–Holm (says which test decided) and the weakest topics.")
 _forward("test_topic_conflict", "diagnostics", "Alias of `topic_conflict`.", target="topic_conflict")
-_forward("bootstrap_confidence_interval", "diagnostics", "Bootstrap CI of mean retrieval quality over the probe or golden queries.")
-_forward("bootstrap_ab_test", "diagnostics", "Bootstrap test of after − before on per-query scores.", kb=False)
-_forward("compute_quality_score", "diagnostics", "VERA-inspired composite quality of an answer (or a question, answered first), with a bootstrap CI and a tier.",
+_forward("bootstrap_confidence_interval", "diagnostics", "CI of mean retrieval quality over held-out probes (or labelled queries), resampling documents.")
+_forward("bootstrap_ab_test", "diagnostics", "Paired (by default) test of after − before on per-query scores; the result names the test that decided.", kb=False)
+_forward("compute_quality_score", "diagnostics", "Quality of an answer (or a question, answered first): the calibrated confidence with its CI and a tier.",
          prepare=_query_first)
 
-# %% ../nbs/20_trainer.ipynb #e4c772d4
+# %% ../nbs/20_trainer.ipynb #c1c05087
 @patch
 def set_llm(self:KnowledgeTrainer, fn:Optional[Callable], # any (prompt: str) -> str function, or None for context-only answers
             name:str=None, # a label for traces
@@ -416,7 +416,7 @@ def query(self:KnowledgeTrainer, question:str, # the question
     trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
     return resp
 
-# %% ../nbs/20_trainer.ipynb #cd40f5b6
+# %% ../nbs/20_trainer.ipynb #eee7a148
 @patch
 def doctor(self:KnowledgeTrainer)->dict:
     "Check the model, the backends, the manifest and the integrity of the stored base."
@@ -444,7 +444,7 @@ def doctor(self:KnowledgeTrainer)->dict:
         elif ids: add("manifest", False, "missing", "open the base with KnowledgeTrainer(persist_dir=...) and ingest again")
     return {"status": "ok" if all(c["ok"] for c in checks) else "problems", "checks": checks, "stats": self.stats}
 
-# %% ../nbs/20_trainer.ipynb #7ce66fd1
+# %% ../nbs/20_trainer.ipynb #96ead756
 @patch(as_prop=True)
 def graph(self:KnowledgeTrainer):
     "The entity graph (`networkx.DiGraph`): nodes are entities, edges are relations with their evidence."
@@ -480,7 +480,7 @@ def detect_contradictions(self:KnowledgeTrainer, text:str, # a claim or an LLM a
     from local_knowledge_trainer.claims import detect_contradictions
     return detect_contradictions(text, self.graph_builder, extractor=extractor, threshold=threshold)
 
-# %% ../nbs/20_trainer.ipynb #a2e053e8
+# %% ../nbs/20_trainer.ipynb #b30b920b
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})
