@@ -9,7 +9,7 @@ __all__ = ['FEATURES', 'ABSTAIN_BELOW', 'ABSENT_SHARE', 'N_PROBES', 'REFIT_FRACT
            'z_global_score', 'abstention_notice', 'answer_confidence', 'measure_confidence', 'recalibrate',
            'reliability_table', 'confidence_summary', 'plot_reliability']
 
-# %% ../nbs/18_confidence.ipynb #a56a7c5b
+# %% ../nbs/18_confidence.ipynb #5a3ec989
 import math, re, time, weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,9 +26,10 @@ from .retrieval import rrf_fuse
 from .hypothesis import cohens_d
 from .golden import load_golden, GoldenCase, KeyMatcher
 from .index import KnowledgeBase
+from .gate import labelled_cases
 from .probes import draw_probes, content_seed
 
-# %% ../nbs/18_confidence.ipynb #cffac156
+# %% ../nbs/18_confidence.ipynb #baf2f939
 _UNRELATED = [
     "The recipe calls for two cups of flour and a pinch of salt.", "Our flight to the island was delayed by a thunderstorm.",
     "She practised the violin every evening before dinner.", "The football match ended in a goalless draw.",
@@ -60,7 +61,7 @@ def null_queries(kb, # a `KnowledgeBase`
         out.append(" ".join(ws))
     return out + list(_UNRELATED)
 
-# %% ../nbs/18_confidence.ipynb #0676a266
+# %% ../nbs/18_confidence.ipynb #99120370
 FEATURES = {"dense": ("cos_top1", "cos_gap12", "cos_margin"),  # top-1 cosine; minus the 2nd; minus the mean of ranks 2–10
             "sparse": ("bm25_top1_norm", "bm25_gap12", "bm25_margin")}  # top-1 BM25 / the query's attainable maximum; (b1 − b2)/b1; (b1 − mean b2..b10)/b1
 
@@ -166,7 +167,7 @@ def probe_features(kb, # a `KnowledgeBase`
         F.append(f); y.append(int(any((src.get(i) or snap.chunks[i].source) == p.source for i in top)))
     return np.asarray(F, float), np.asarray(y, int)
 
-# %% ../nbs/18_confidence.ipynb #2140e47d
+# %% ../nbs/18_confidence.ipynb #14445cb6
 ABSTAIN_BELOW = 0.2  # abstain below this confidence: chosen by measurement (bench/abstention.py, see the table below)
 ABSENT_SHARE = 0.5  # share of questions assumed to have no answer in the base, when fitting without labels
 N_PROBES = 150  # held-out probes per fit (one per document while documents last)
@@ -218,7 +219,7 @@ class ConfidenceModel:
         return (f"ConfidenceModel({'+'.join(self.channels)}, k={self.k}, {self.method}, {self.n_probes} probes, "
                 f"probe hit rate {self.probe_hit_rate:.2f}, out-of-fold AUROC {self.probe_oof_auroc:.2f})")
 
-# %% ../nbs/18_confidence.ipynb #f8a7036c
+# %% ../nbs/18_confidence.ipynb #3f4d3b49
 def _auroc(score, y)->float:
     "AUROC = P(score of a hit > score of a miss), ties ½ (Mann–Whitney U / n1 n0)."
     score, y = np.asarray(score, float), np.asarray(y, int)
@@ -283,7 +284,7 @@ def fit_confidence_model(kb, # a `KnowledgeBase`
     m.seconds = time.perf_counter() - t0
     return m
 
-# %% ../nbs/18_confidence.ipynb #41f23acf
+# %% ../nbs/18_confidence.ipynb #71a8915b
 _MODELS = weakref.WeakKeyDictionary()  # kb -> {(k, channels): ConfidenceModel}: reused while the base changed little
 
 def base_channels(kb, # a `KnowledgeBase`
@@ -314,7 +315,7 @@ def confidence_model(kb, # a `KnowledgeBase`
     memo[key] = _MODELS[kb][key] = m
     return m
 
-# %% ../nbs/18_confidence.ipynb #59744b7d
+# %% ../nbs/18_confidence.ipynb #c8eb8fc2
 def _topk_sims(Q:np.ndarray, X:np.ndarray, kmax:int=20)->np.ndarray:
     "Per query, its kmax largest cosines over X, best first (padded with NaN)."
     out = np.full((len(Q), kmax), np.nan)
@@ -345,7 +346,7 @@ def z_global_score(kb, # a `KnowledgeBase`
             "base_mean": float(s.mean()), "base_sd": float(sd), "n": len(s), "k": k,
             "cohens_d": float(cohens_d(top, s)) if k >= 2 and len(s) >= 2 else None}
 
-# %% ../nbs/18_confidence.ipynb #3d112843
+# %% ../nbs/18_confidence.ipynb #bc9aa4ba
 CONFIDENCE_METHODS = ("probe_logistic",)  # z_global lives on as `z_global_score` ("z_global_uncalibrated"), not as a confidence
 DEFAULT_CONFIDENCE_METHOD = "probe_logistic"
 
@@ -392,17 +393,10 @@ def answer_confidence(kb, # a `KnowledgeBase`
         "n_probes": m.n_probes, "probe_hit_rate": m.probe_hit_rate})
     return resp
 
-# %% ../nbs/18_confidence.ipynb #401738fa
+# %% ../nbs/18_confidence.ipynb #3db63bae
 def _labelled(queries)->list:
-    "Labelled queries as (id, query, relevance keys), from a golden path, `GoldenCase`s or dicts {query, relevant}."
-    if isinstance(queries, (str, Path)): queries = load_golden(queries)
-    out = []
-    for n, q in enumerate(queries):
-        if isinstance(q, GoldenCase): q = {"id": q.id, "query": q.query, "relevant": q.relevant}
-        rel = q["relevant"]; rel = rel if isinstance(rel, dict) else {r: 1 for r in rel}
-        keys = [x for x, g in rel.items() if g > 0]
-        if keys: out.append((str(q.get("id", n)), q["query"], keys))
-    return out
+    "Labelled queries as (id, query, relevance keys) (`gate.labelled_cases`)."
+    return [(c["id"], c["query"], list(c["relevant"])) for c in labelled_cases(queries)]
 
 def measure_confidence(kb, # a `KnowledgeBase`
                        queries, # labelled queries (golden path, `GoldenCase`s or dicts)
@@ -448,7 +442,7 @@ def recalibrate(kb, # a `KnowledgeBase`
         out[ch] = new
     return out
 
-# %% ../nbs/18_confidence.ipynb #fb176c49
+# %% ../nbs/18_confidence.ipynb #d5ee3eac
 def reliability_table(conf, # predicted probabilities
                       hit, # observed 0/1
                       bins:int=10, # equal-width bins on [0, 1]
