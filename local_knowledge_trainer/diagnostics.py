@@ -8,7 +8,7 @@ __all__ = ['TEXT_QUALITY', 'test_topic_conflict', 'QUALITY_TIERS', 'bootstrap_co
            'optimize_chunking', 'plot_chunking', 'TopicConflictResult', 'dunn_holm', 'compare_groups', 'topic_conflict',
            'compute_quality_score']
 
-# %% ../nbs/19_diagnostics.ipynb #c2abe1ba
+# %% ../nbs/19_diagnostics.ipynb #20c2a98c
 import copy, math, re, unicodedata, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +29,9 @@ from .lexical import tokenize
 from .golden import KeyMatcher, load_golden, GoldenCase
 from .index import KnowledgeBase
 from .gate import labelled_cases
-from .probes import Probe, content_seed, draw_probes, hold_out, probe_ranks, rr_at
+from .probes import Probe, content_seed, draw_probes, hold_out, probe_of, probe_ranks, rr_at
 
-# %% ../nbs/19_diagnostics.ipynb #cf4c5058
+# %% ../nbs/19_diagnostics.ipynb #95a6c6f9
 _labelled = labelled_cases  # one parser of labelled queries (17_gate)
 
 def _label_ranks(kb, cases:list, k:int=5)->np.ndarray:
@@ -103,7 +103,7 @@ def _topic_labels(snap, groups, n_clusters, seed)->dict:
         return {i: f"cluster {l}" for i, l in zip(snap.ids, KMeans(K, random_state=seed, n_init=10).fit_predict(snap.X))}
     raise LKTError(f"groups must be a dict chunk id -> label, 'source', 'kmeans' or None, got {groups!r:.60}")
 
-# %% ../nbs/19_diagnostics.ipynb #8210131c
+# %% ../nbs/19_diagnostics.ipynb #81a7ec40
 def _probe_table(kb, n:int=200, per_doc:int=None, depth:int=5, seed:int=None, mode:str="hybrid")->pd.DataFrame:
     "Held-out probes of the base (`draw_probes`, content-seeded) with the rank of their document (`probe_ranks`, 0 = not in the top `depth`)."
     P = draw_probes(_base_chunks(kb), n, per_doc=per_doc, seed=seed)
@@ -145,7 +145,7 @@ def bootstrap_confidence_interval(kb, # a `KnowledgeBase`
             "n_bootstrap": n_bootstrap, "n_queries": int(len(sc)), "metric": f"{metric}@{k}", "probe": probe, "seed": int(seed),
             "scores": sc.tolist()}
 
-# %% ../nbs/19_diagnostics.ipynb #54454b45
+# %% ../nbs/19_diagnostics.ipynb #afbbfec6
 def _signflip(d:np.ndarray, n_resamples:int, seed:int)->np.ndarray:
     "Sign matrix of the sign-flip test: all 2^n vectors up to n = 16, else `n_resamples` seeded random ones."
     n = len(d)
@@ -176,7 +176,7 @@ def signflip_ci(d, # paired differences
         return (lo + hi) / 2
     return edge(float(d.min()), m, True), edge(m, float(d.max()), False)
 
-# %% ../nbs/19_diagnostics.ipynb #8069370b
+# %% ../nbs/19_diagnostics.ipynb #ffd20a01
 def bootstrap_ab_test(scores_before, # per-query scores of system A (before)
                       scores_after, # per-query scores of system B (after)
                       paired:bool=True, # True: the same queries in the same order (the product's use); False: independent samples
@@ -220,7 +220,7 @@ def bootstrap_ab_test(scores_before, # per-query scores of system A (before)
             "ci_method": "percentile, independent bootstraps", "effect_size": float(d), "effect_name": "Cohen's d",
             "effect_label": effect_label(d), "seed": int(seed)}
 
-# %% ../nbs/19_diagnostics.ipynb #5429138d
+# %% ../nbs/19_diagnostics.ipynb #37482bfc
 _DELIM = re.compile(r"[\s()\[\]{}<>=,;:\"'`|*·・\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65“”‘’«»…]+")
 _CLEAN = re.compile(r"^(?:[^\W\d_]+(?:[.\-_/'’][^\W_]+)*[.!?]*|[+\-]?[$€£]?\d[\d.,/%\-]*[%°]?[.!?]*|[^\W_]{1,15}[.!?]*)$")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
@@ -269,7 +269,7 @@ def text_quality(text:str, # a chunk's text
         elif out["clean"] < T["min_clean"]: out["garbage"] = "symbol noise (OCR garbage?)"
     return out
 
-# %% ../nbs/19_diagnostics.ipynb #fb52d831
+# %% ../nbs/19_diagnostics.ipynb #df804a7c
 def doc_probes(chunks:list, # the base's chunks
                per_doc:int=2, # held-out sentences per document
                min_words:int=6, # shortest sentence drawn
@@ -286,13 +286,10 @@ def doc_probes(chunks:list, # the base's chunks
         if len(cands) < per_doc: continue
         rng = np.random.default_rng(content_seed(*(c.text for c in by[s])))
         for j in sorted(rng.choice(len(cands), per_doc, replace=False)):
-            sent = cands[j]
-            holders = [c for c in by[s] if sent in c.text]
-            held = [hold_out(c, (c.text.index(sent), c.text.index(sent) + len(sent))) for c in holders]
-            out.append(Probe(" ".join(sent.split()), s, tuple(c.id for c in holders), tuple(h for h in held if h is not None)))
+            out.append(probe_of(cands[j], by[s]))
     return out
 
-# %% ../nbs/19_diagnostics.ipynb #7d688522
+# %% ../nbs/19_diagnostics.ipynb #dfe287e5
 def _norm_text(t:str)->str: return " ".join(unicodedata.normalize("NFKC", t).casefold().split())
 
 def _duplicates(snap, threshold:float)->pd.DataFrame:
@@ -322,7 +319,7 @@ def _unretrievable(t:pd.DataFrame, k:int)->pd.DataFrame:
     d["unretrievable"] = d["found"] == 0
     return d
 
-# %% ../nbs/19_diagnostics.ipynb #4940c024
+# %% ../nbs/19_diagnostics.ipynb #f6774333
 def validate_knowledge_base(kb, # a `KnowledgeBase`
                             alpha:float=0.05, # level of the descriptive tests
                             min_chunks:int=3, # documents with fewer chunks are left out of the (descriptive) per-document KS
@@ -434,7 +431,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
     if problems: rep.warnings.append("invalid: " + "; ".join(problems))
     return rep
 
-# %% ../nbs/19_diagnostics.ipynb #a0eebed6
+# %% ../nbs/19_diagnostics.ipynb #d2df52f0
 def plot_validation(rep:ValidationReport, # from validate_knowledge_base
                    ):
     "Histogram of NN similarity with IQR fences and outliers, QQ-plot, and per-document ECDFs; returns a Figure."
@@ -460,7 +457,7 @@ def plot_validation(rep:ValidationReport, # from validate_knowledge_base
     if len(set(src)) <= 12: a3.legend(fontsize=7)
     return fig
 
-# %% ../nbs/19_diagnostics.ipynb #c2e99e66
+# %% ../nbs/19_diagnostics.ipynb #b5c183ac
 def _rechunk(kb, size:int, overlap:int, path=None)->list:
     "Parse the stored sources (or `path`) with this chunk size; returns parsed Documents."
     from local_knowledge_trainer.parser import DocumentParser
@@ -510,7 +507,7 @@ def _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed,
     P = np.column_stack([probe_ranks(bases[s], [x[j] for x in kept], k=k) for j, s in enumerate(sizes)]) if kept else None
     return L, P, cases, [x[0].query for x in kept], {s: len(chunks_of[s]) for s in sizes}
 
-# %% ../nbs/19_diagnostics.ipynb #65339291
+# %% ../nbs/19_diagnostics.ipynb #e30f1464
 def _compare_strategies(R, sizes, n_chunks, alpha, k)->ChunkOptimizationResult:
     "Wilson CIs, Cochran's Q (decision), Holm-corrected exact McNemar tests, and the chi-square test of independence (ignores pairing)."
     from statsmodels.stats.contingency_tables import cochrans_q, mcnemar
@@ -550,7 +547,7 @@ def _ranking(R, sizes, metric)->list:
     v = (R > 0).mean(0) if metric == "hit_rate" else rr_at(R).mean(0)
     return [s for _, s in sorted(zip(-v, sizes))]
 
-# %% ../nbs/19_diagnostics.ipynb #81a7a5c4
+# %% ../nbs/19_diagnostics.ipynb #1acafd4a
 def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sources()` (or give `path`)
                       strategies:tuple=(256, 512, 1024), # chunk sizes (words) to compare
                       metric:str="hit_rate", # "hit_rate" (hit@k) or "mrr" (RR@k) for the ranking of strategies
@@ -597,7 +594,7 @@ def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sourc
                         "probe_queries": probe_q})
     return res
 
-# %% ../nbs/19_diagnostics.ipynb #147ef5b2
+# %% ../nbs/19_diagnostics.ipynb #99ef4677
 def plot_chunking(res:ChunkOptimizationResult, # from optimize_chunking
                  ):
     "Hit rate per chunk size with Wilson CIs, and MRR; returns a Figure."
@@ -614,7 +611,7 @@ def plot_chunking(res:ChunkOptimizationResult, # from optimize_chunking
     ax.set_title(f"Cochran's Q={res.cochran_q:.2f} (p={res.cochran_p:.2g}, decides); χ² of independence p={res.p_value:.2g} (ignores pairing)", fontsize=9)
     return fig
 
-# %% ../nbs/19_diagnostics.ipynb #5c8f3e0f
+# %% ../nbs/19_diagnostics.ipynb #9df97621
 @dataclass
 class TopicConflictResult:
     "Outcome of `topic_conflict`: per-group quality, the deciding test (Kruskal–Wallis), Dunn–Holm pairs, ANOVAs as description, weakest topics."
@@ -689,7 +686,7 @@ def compare_groups(scores:dict, # group -> per-query RR@k (or any scores)
             except LKTError as e: tests.append(TestResult("Welch's ANOVA", None, None, notes=[f"not computed: {e}"]))
     return tests, dunn_holm(g, alpha), an.effect_size
 
-# %% ../nbs/19_diagnostics.ipynb #bd6d8230
+# %% ../nbs/19_diagnostics.ipynb #d7f8c129
 def topic_conflict(kb, # a `KnowledgeBase`
                    groups=None, # dict chunk id -> label, "source", "kmeans", or None (auto)
                    queries=None, # labelled queries; None: held-out probes per group
@@ -739,7 +736,7 @@ def topic_conflict(kb, # a `KnowledgeBase`
 topic_conflict.__test__ = False  # not a pytest test, whatever its alias is called
 test_topic_conflict = topic_conflict  # the design's name
 
-# %% ../nbs/19_diagnostics.ipynb #3b8683f9
+# %% ../nbs/19_diagnostics.ipynb #8a43f872
 QUALITY_TIERS = ((0.9, "excellent"), (0.75, "good"), (0.5, "fair"), (0.0, "poor"))  # on the calibrated P(top-k holds a relevant chunk)
 
 def _tier(x:float)->str: return next(t for th, t in QUALITY_TIERS if x >= th)

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['TAU', 'VERDICTS', 'labelled_cases', 'signflip_greater', 'signflip_upper', 'doc_probes', 'GateResult', 'IngestGate']
 
-# %% ../nbs/17_gate.ipynb #0a53e029
+# %% ../nbs/17_gate.ipynb #eb49f549
 import hashlib, math, time, warnings
 from collections import ChainMap
 from dataclasses import dataclass, field, replace
@@ -23,9 +23,9 @@ from .hypothesis import (welch_ttest, paired_bootstrap_test, paired_permutation_
                                                 paired_cohens_d, correct_pvalues)
 from .lexical import tokenize
 from .golden import KeyMatcher, load_golden, GoldenCase
-from .probes import Probe, hold_out, content_seed, draw_probes
+from .probes import Probe, hold_out, content_seed, draw_probes, probe_of
 
-# %% ../nbs/17_gate.ipynb #2e78c476
+# %% ../nbs/17_gate.ipynb #23523e40
 TAU = 0.7  # token containment that makes a chunk "hold" a pseudo-query sentence
 
 def _sentences(text:str, min_tokens:int=5)->list:
@@ -41,7 +41,7 @@ def _rr(ranked:list, relevant)->float:
         if (relevant(i) if callable(relevant) else i in relevant): return 1.0 / r
     return 0.0
 
-# %% ../nbs/17_gate.ipynb #aca97f42
+# %% ../nbs/17_gate.ipynb #3e8dfae3
 def labelled_cases(queries, # a golden JSONL path, `GoldenCase`s or dicts {query, relevant}
                    max_n:int=None, # seeded subsample above this many
                    seed:int=42, # seed of that subsample
@@ -101,7 +101,7 @@ def _case_scores(kb, cases:list, k:int=5, metric:str="mrr", mode:str="hybrid")->
         out.append(rr if metric == "mrr" else float(rr > 0))
     return np.asarray(out, float)
 
-# %% ../nbs/17_gate.ipynb #a120fd74
+# %% ../nbs/17_gate.ipynb #a60a4561
 def _ab(after, before, paired:bool=True, alpha:float=0.05, seed:int=42, n_resamples:int=10_000)->dict:
     "Per-query A/B statistics of after - before: means, p, d, CI of the mean difference, test name."
     a, b = np.asarray(after, float), np.asarray(before, float)
@@ -130,7 +130,7 @@ def _ab(after, before, paired:bool=True, alpha:float=0.05, seed:int=42, n_resamp
             out.update(p=r.p_value, d=r.effect_size, ci_low=r.ci[0], ci_high=r.ci[1], test=r.test)
     return out
 
-# %% ../nbs/17_gate.ipynb #be93330f
+# %% ../nbs/17_gate.ipynb #dfa137c9
 def _nn_other_docs(Xq:np.ndarray, X:np.ndarray, q_src:list, src:np.ndarray, block:int=1024)->np.ndarray:
     "Max cosine of each row of Xq to the rows of X from another source (NaN when none)."
     out = np.full(len(Xq), np.nan)
@@ -149,7 +149,7 @@ def _base_nn(snap)->np.ndarray:
     "NN similarity of every chunk of the snapshot to the chunks of other documents (memoised per base state)."
     return snap.memo("nn_other_docs", lambda: _nn_other_docs(snap.X, snap.X, list(_sources(snap)), _sources(snap)))
 
-# %% ../nbs/17_gate.ipynb #81bec6fa
+# %% ../nbs/17_gate.ipynb #95bf883c
 @lru_cache(maxsize=64)
 def _sign_vectors(n:int, n_resamples:int=10_000, seed:int=0)->np.ndarray:
     "All 2^n sign vectors (n <= 13 or 2^n <= n_resamples), else n_resamples random ones (rows); cached."
@@ -182,7 +182,7 @@ def signflip_upper(d, alpha:float=0.05, n_resamples:int=10_000, seed:int=0)->flo
         else: lo = mid
     return hi
 
-# %% ../nbs/17_gate.ipynb #7ef3f8c7
+# %% ../nbs/17_gate.ipynb #235d083e
 def doc_probes(doc, n:int=12, min_words:int=6)->list:
     "Up to n leave-one-sentence-out `Probe`s of one document (several per chunk), drawn in an order seeded by its content."
     chunks = sorted(doc.chunks, key=lambda c: (hashlib.sha256(c.text.encode()).hexdigest(), c.id))
@@ -194,10 +194,7 @@ def doc_probes(doc, n:int=12, min_words:int=6)->list:
             if count_words(s) >= min_words and s not in seen: seen.add(s); cands.append(s)
     out = []
     for j in rng.permutation(len(cands))[:n]:
-        s = cands[j]
-        holders = [c for c in chunks if s in c.text]
-        held = [hold_out(c, (c.text.index(s), c.text.index(s) + len(s))) for c in holders]
-        out.append(Probe(" ".join(s.split()), doc.source, tuple(c.id for c in holders), tuple(h for h in held if h is not None)))
+        out.append(probe_of(cands[j], chunks))
     return out
 
 def _content_named(d, vectors:dict)->tuple:
@@ -233,7 +230,7 @@ def _near_dups(kb, snap, d, Xd, old:set, dup_cos:float=0.95, n_cand:int=10)->dic
                 out.setdefault(i, c.id)
     return out
 
-# %% ../nbs/17_gate.ipynb #5b373ebe
+# %% ../nbs/17_gate.ipynb #b5e20743
 VERDICTS = {
     "improved": "the base answers the document's held-out probes significantly better with the rest of it added (BH across the batch)",
     "no change": "no significant gain on its held-out probes, and the base did not already answer them",
@@ -272,7 +269,7 @@ class GateResult:
         v = pd.Series([r["verdict"] for r in self.rows]).value_counts().to_dict() if self.rows else {}
         return f"GateResult({len(self.rows)} documents, approved={len(self.approved)}, rejected={len(self.rejected)}, {v})"
 
-# %% ../nbs/17_gate.ipynb #e267c72e
+# %% ../nbs/17_gate.ipynb #3afb5ad1
 @patch
 def plot(self:GateResult):
     "Per document: novelty before → after (held-out probes) and harm with its upper bound against the margin, coloured by verdict."
@@ -300,7 +297,7 @@ def plot(self:GateResult):
     fig.suptitle("Ingest gate per document (green improved, orange redundant, grey no change, red degraded)", fontsize=10)
     return fig
 
-# %% ../nbs/17_gate.ipynb #5d43772b
+# %% ../nbs/17_gate.ipynb #c2303187
 class IngestGate:
     "Statistical gate for an ingest: novelty on held-out probes, non-inferiority on known questions, NN-similarity shift."
     def __init__(self, kb, # the `KnowledgeBase` (read only)
@@ -357,7 +354,7 @@ def _harm_label(self:IngestGate, r:dict, why:str)->str:
     if r["harm_p"] <= self.alpha and r["harm_mean"] > 0: return "shown"
     return "ruled out" if r["harm_ucb"] < self.margin else "not ruled out"
 
-# %% ../nbs/17_gate.ipynb #234d7195
+# %% ../nbs/17_gate.ipynb #e4b0d647
 def _old_of(snap)->dict:
     "Stored chunk ids per source."
     return snap.memo("ids_by_source", lambda: _group(snap))
@@ -406,7 +403,7 @@ def _dups(self:IngestGate, docs, vectors, snap, rows, old_of):
         out.append(set(nd))
     return out
 
-# %% ../nbs/17_gate.ipynb #b5415075
+# %% ../nbs/17_gate.ipynb #cc7bd8b8
 @patch
 def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof):
     "Held-out probes of each new document: lexically supported RR@k before (base) and after (base + rest of the document)."
@@ -446,7 +443,7 @@ def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof):
                  _nov=(np.asarray(a), np.asarray(b)))
     return nq
 
-# %% ../nbs/17_gate.ipynb #4ef49344
+# %% ../nbs/17_gate.ipynb #57d30548
 @patch
 def _harm_probes(self:IngestGate, snap, exclude:set)->list:
     "Held-out probes of stored documents (one per document, seeded by the base's content), without those of `exclude`."
@@ -499,7 +496,7 @@ def _harm(self:IngestGate, docs, vectors, snap, rows, old_of, Qof)->dict:
     sb = s1 if len(docs) == 1 else score(variant(olds, allc, [X[d.source] for d in docs]), set(olds), allc)
     return {"harm_probes": kind, "harm_n": len(qs), **{f"batch_{key}": v for key, v in self._harm_stats(s0, sb).items() if key != "harm_n"}}
 
-# %% ../nbs/17_gate.ipynb #c5eb92f7
+# %% ../nbs/17_gate.ipynb #2dc6b7fd
 @patch
 def _verdicts(self:IngestGate, rows):
     "BH across the batch for novelty discoveries, then each document's verdict and approval."

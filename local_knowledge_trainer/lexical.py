@@ -6,7 +6,7 @@
 __all__ = ['STOPWORDS', 'fold_accents', 'tokenize', 'query_language', 'describe_tokenizer', 'make_tokenizer', 'okapi_idf',
            'okapi_tf', 'term_matrix', 'BM25Index', 'top_positions', 'explain']
 
-# %% ../nbs/06_lexical.ipynb #b41920a1
+# %% ../nbs/06_lexical.ipynb #49eaa0c6
 import functools, json, math, re, unicodedata
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -19,7 +19,7 @@ from fastcore.basics import patch
 from .core import LKTError
 from .text import CJK_CLASS, detect_language
 
-# %% ../nbs/06_lexical.ipynb #41e8a2f9
+# %% ../nbs/06_lexical.ipynb #e76b1d79
 _TOKEN_RE = re.compile(rf"([{CJK_CLASS}]+)|[^\W{CJK_CLASS}]+")  # group 1: a CJK run; otherwise a run of non-CJK word characters
 
 STOPWORDS = {"en": frozenset(_bsw.STOPWORDS_EN_PLUS), "pt": frozenset(_bsw.STOPWORDS_PORTUGUESE)}
@@ -67,10 +67,11 @@ def tokenize(text:str, # text in any language
             out.extend(p for p in t.split("_") if p and p not in sw)
     return out
 
-# %% ../nbs/06_lexical.ipynb #554eede0
+# %% ../nbs/06_lexical.ipynb #03f7e94d
 _PT_EXTRA = frozenset({"quais", "qual", "onde", "quando", "quantos", "quantas", "quanto", "quem", "como", "porque", "existe", "sobre"})
 _PT_MARKS = set("ãõçáéíóúâêôàü")
 
+@functools.lru_cache(maxsize=4096)  # pure in `text`; retrieval asks it for every query of every variant
 def query_language(text:str, # a query, a chunk or any text
                   )->str:
     "Cheap language hint for routing: zh, ja, ko (by script, `text.detect_language`), else en, pt or other."
@@ -83,7 +84,7 @@ def query_language(text:str, # a query, a chunk or any text
     if n_en == n_pt == 0: return "en" if toks and all(t.isascii() for t in toks) else "other"
     return "en" if n_en >= n_pt else "pt"
 
-# %% ../nbs/06_lexical.ipynb #43a1c280
+# %% ../nbs/06_lexical.ipynb #12199796
 def describe_tokenizer(tok)->Optional[dict]:
     "JSON description of `tokenize` or a `functools.partial` of it; None for any other callable."
     if tok is tokenize: return {}
@@ -129,7 +130,7 @@ def term_matrix(token_lists:list, # tokens of each document
     tf.sum_duplicates()
     return tf, vocab, lens.astype(float)
 
-# %% ../nbs/06_lexical.ipynb #992c65d9
+# %% ../nbs/06_lexical.ipynb #7dd4e651
 class _OkapiEngine(bm25s.BM25):
     "bm25s engine whose precomputed score matrix is exactly rank_bm25's BM25Okapi (`okapi_idf` × `okapi_tf`)."
     def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=False, leave_progress=False):
@@ -142,7 +143,7 @@ class _OkapiEngine(bm25s.BM25):
         return {"data": data.astype(self.dtype), "indices": tf.indices.astype(self.int_dtype),
                 "indptr": tf.indptr.astype(self.int_dtype), "num_docs": len(dl)}
 
-# %% ../nbs/06_lexical.ipynb #291e06d6
+# %% ../nbs/06_lexical.ipynb #e19c78da
 class BM25Index:
     "Okapi BM25 over chunk texts: bm25s engine, BM25Okapi scores, incremental add/remove, JSON persistence."
     def __init__(self, k1:float=1.5, # term-frequency saturation
@@ -157,7 +158,7 @@ class BM25Index:
     def __contains__(self, id): return id in self._docs
     def __repr__(self): return f"BM25Index({len(self)} docs, k1={self.k1}, b={self.b})"
 
-# %% ../nbs/06_lexical.ipynb #56ec60af
+# %% ../nbs/06_lexical.ipynb #200d5e22
 @patch
 def add(self:BM25Index, ids:list, # document ids
         texts:list, # their texts (tokenised here)
@@ -213,7 +214,7 @@ def _ensure(self:BM25Index):
         self._engine = eng
     self._stale = False
 
-# %% ../nbs/06_lexical.ipynb #ce34b053
+# %% ../nbs/06_lexical.ipynb #8898afd5
 @patch
 def get_scores(self:BM25Index, query:str, # query text
               )->np.ndarray:
@@ -247,7 +248,7 @@ def search(self:BM25Index, query:str, # query text
     if k <= 0 or not len(s): return []
     return [(self._ids[i], float(s[i])) for i in top_positions(s, k)]
 
-# %% ../nbs/06_lexical.ipynb #b150bd58
+# %% ../nbs/06_lexical.ipynb #06651ea0
 @patch(cls_method=True)
 def from_store(cls:BM25Index, store, # anything with `iter_chunks()` yielding `Chunk`s
                k1:float=1.5, # term-frequency saturation
@@ -296,7 +297,7 @@ def load(cls:BM25Index, path, # directory written by `save`
         raise LKTError(f"{path}: docs.jsonl has {len(idx)} documents but bm25.json says {meta['n_docs']} (truncated write?)")
     return idx
 
-# %% ../nbs/06_lexical.ipynb #fdb6882a
+# %% ../nbs/06_lexical.ipynb #457b9af5
 def explain(index:BM25Index, # a fitted index
             query:str, # query text
             id:str, # document id
