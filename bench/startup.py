@@ -115,7 +115,7 @@ kt = stage("construct", lambda: mod.KnowledgeTrainer(persist_dir=persist))
 kb = getattr(kt, "kb", None)
 emb = kb.embedder if kb is not None and hasattr(kb, "embedder") else kt.embedder
 out["embedder_from"] = "kt.kb.embedder" if kb is not None and hasattr(kb, "embedder") else "kt.embedder"
-stage("model_load", lambda: emb.model)
+stage("model_load", lambda: emb.load() if hasattr(emb, "load") else emb.model)
 enc = getattr(emb, "encode_query", None) or (lambda s: emb.encode([s])[0])
 stage("encode", lambda: enc(q))
 r = stage("search", lambda: kt.query(q, k=5))

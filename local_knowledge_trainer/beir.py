@@ -90,7 +90,7 @@ class BeirIndex:
                  seed:int=0, # seed of that subset
                  progress:bool=True, # progress bars
                  max_chars:int=4000, # characters of title + text embedded (the model truncates at 256 word pieces anyway)
-                 dense_languages="model", # languages routed to dense in hybrid: "model" (index.DENSE_LANGUAGES), None (all) or a tuple
+                 dense_languages="model", # languages routed to dense in hybrid: "model" (the embedder's `languages`), None (all) or a tuple
                 ):
         self.path, self.name = Path(path), Path(path).name
         corpus, queries, qrels = load_beir(path)

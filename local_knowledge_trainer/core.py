@@ -215,7 +215,7 @@ class QueryResponse(_Record):
     "An answer (or the retrieved context) with its evidence and statistical confidence."
     text:str # the LLM's answer, or the formatted context when no LLM is set
     source_chunks:list=field(default_factory=list) # `ScoredChunk`s, best first
-    confidence:Optional[float]=None # calibrated P(the top-k holds a relevant chunk), fitted on the base's held-out probes (18_confidence)
+    confidence:Optional[float]=None # calibrated P(the top-k holds a relevant chunk), fitted on the base's held-out probes (19_confidence)
     p_value:Optional[float]=None # one-sided p of "answered better than this base answers unanswerable queries" (selection-aware null)
     ci_lower:Optional[float]=None # lower bound of the 95 % CI of `confidence` (delta method on the logit)
     ci_upper:Optional[float]=None # upper bound of that CI

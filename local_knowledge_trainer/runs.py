@@ -126,8 +126,8 @@ def _run_cases(cases, modes, retr, k, gain, rows, results, bar):
 def _embed_queries(kb, cases, modes):
     "Embed every distinct query once, batched, into the embedder's text cache (dense and hybrid read it back)."
     emb = getattr(kb, "embedder", None)
-    if emb is None or not hasattr(emb, "embed_texts") or not any(m in ("dense", "hybrid") for m in modes): return
-    emb.embed_texts(list(dict.fromkeys(c.query for c in cases)))
+    if emb is None or not hasattr(emb, "embed_queries") or not any(m in ("dense", "hybrid") for m in modes): return
+    emb.embed_queries(list(dict.fromkeys(c.query for c in cases)))
 
 # %% ../nbs/11_runs.ipynb #7075e167
 def evaluate(kb, # a KnowledgeBase, a KnowledgeTrainer, a BeirIndex: anything with .retriever and .store
