@@ -3,7 +3,7 @@
 Usage: python bench/abstention.py NAME [MAX_QUERIES]   (NAME: cisi | cacm | pt_faquad | zh_cmrc2018_dev)
 Prints ONE JSON object: for each threshold, the share of answered questions (hit@5), missed questions, on-topic
 unanswerable questions (their qrels-relevant documents removed) and off-topic questions (25 judged queries of each other
-shared collection) whose confidence falls below it. 18_confidence chooses ABSTAIN_BELOW from these rates.
+shared collection) whose confidence falls below it. 19_confidence chooses ABSTAIN_BELOW from these rates.
 """
 import sys, json, numpy as np
 from pathlib import Path

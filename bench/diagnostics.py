@@ -1,4 +1,4 @@
-"""Base diagnostics on real data (19_diagnostics): garbage detection, duplicates, unretrievable documents, the
+"""Base diagnostics on real data (20_diagnostics): garbage detection, duplicates, unretrievable documents, the
 held-out-probe quality estimate with its CI and its coverage, chunk-size choice by probes vs labels, and the quality
 tiers of answerable vs unanswerable questions.
 
