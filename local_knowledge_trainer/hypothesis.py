@@ -151,7 +151,8 @@ def paired_cohens_d(a, # first condition, one value per item
     "Paired effect size d_z: mean of the differences a - b over their standard deviation."
     d = _paired(a, b)
     s = d.std(ddof=1)
-    if s == 0: return 0.0 if d.mean() == 0 else math.copysign(math.inf, d.mean())
+    if s <= 1e-12 * max(1.0, abs(d.mean())):  # constant differences (up to rounding): no spread to scale by
+        return 0.0 if abs(d.mean()) <= 1e-12 else math.copysign(math.inf, d.mean())
     return float(d.mean() / s)
 
 def effect_label(d:float, # an effect size on Cohen's d scale
