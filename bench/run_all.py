@@ -6,7 +6,8 @@ stdout; its stderr (progress bars) passes through. The markdown table is what th
   .venv/bin/python bench/run_all.py [--only quality parse] [--skip query] [--timeout 3600] [--quick]
 
 quality runs with --sweep by default; --quick passes light options instead (quality: --max-queries 200; query: --sizes 10000;
-startup: --runs 3).
+startup: --runs 3; ingest: --docs 100). quality, ingest and query measure every embedding backend (all-MiniLM-L6-v2,
+multilingual-e5-small, use-multilingual-v3); --measured copies each script's JSON to bench/measured/<script>.json.
 A copy is also written to bench/results/latest.{json,md} (git-ignored) for local history.
 """
 import argparse, datetime, json, os, platform, subprocess, sys, time
@@ -16,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall", "startup")
 DEFAULT_ARGS = {"quality": ["--sweep"]}
-QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"], "startup": ["--runs", "3"]}
+QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"], "startup": ["--runs", "3"], "ingest": ["--docs", "100"]}
 
 
 def log(*a): print(*a, file=sys.stderr, flush=True)
@@ -69,36 +70,83 @@ def flatten(d, prefix="", out=None, depth=0, max_depth=4):
     return out
 
 
+def _d(v):
+    "A paired difference as '+0.0123 [−0.0100, +0.0300], p_holm' (with * when significant)."
+    if not v: return "—"
+    p = "<1e-4" if v["p_holm"] == 0 else f"={v['p_holm']:.3g}"  # a resampling p of 0: below 1 / 10,000 resamples
+    return f"{v['diff']:+.4f} [{v['ci'][0]:+.4f}, {v['ci'][1]:+.4f}] p{p}" + (" *" if v["significant"] else "")
+
+
 def quality_md(res: dict) -> list:
+    "bench/quality.py: one row per collection, backend and system; the tuned-vs-best-single test; the multilingual default."
     k = res.get("k", 10)
-    lines = [f"| collection | docs | queries | mode | nDCG@{k} | Recall@{k} | MRR@{k} | Δ nDCG hybrid − mode [95% CI] | p (Holm) |",
-             "|---|---:|---:|---|---:|---:|---:|---|---:|"]
+    lines = [f"| collection | backend | docs | queries | system | nDCG@{k} | Recall@{k} | MRR@{k} | vs best single channel (Holm) |",
+             "|---|---|---:|---:|---|---:|---:|---:|---|"]
     for name, d in res.get("datasets", {}).items():
-        for m, v in d["modes"].items():
-            vs = d.get("hybrid_vs", {}).get(m, {}).get(f"ndcg@{k}")
-            cmp = f"{vs['diff']:+.4f} [{vs['ci'][0]:+.4f}, {vs['ci'][1]:+.4f}]" if vs else "—"
-            p = f"{vs['p_holm']:.3g}" + (" *" if vs["significant"] else "") if vs else "—"
-            lines.append(f"| {name} | {d['n_docs']} | {d['n_queries']} | {m} | {v[f'ndcg@{k}']['mean']:.3f} | "
-                         f"{v[f'recall@{k}']['mean']:.3f} | {v[f'mrr@{k}']['mean']:.3f} | {cmp} | {p} |")
-        if "reference_bm25_ndcg@10" in d:
-            lines.append(f"| {name} | | | reference word-level BM25 | {d['reference_bm25_ndcg@10']:.3f} | | | | |")
-        g = d.get("language_gated_hybrid")
-        if g:
-            lines.append(f"| {name} | | | hybrid, dense only for English queries | {g[f'ndcg@{k}']:.3f} | | | "
-                         f"vs sparse {g['vs_sparse']['diff']:+.4f} (p={g['vs_sparse']['p']:.3g}) | |")
+        for model, r in d.get("models", {}).items():
+            key = r.get("key", {})
+            for m, v in r["modes"].items():
+                cmp = "best single" if m == r.get("best_single") else \
+                      _d(key.get("tuned_minus_best_single", {}).get(f"ndcg@{k}")) if m == "hybrid_tuned" else \
+                      _d(key.get("equal_minus_best_single", {}).get(f"ndcg@{k}")) if m == "hybrid" else ""
+                lines.append(f"| {name} | {model} | {r['n_docs']} | {r['n_queries']} | {m} | {v[f'ndcg@{k}']['mean']:.3f} | "
+                             f"{v[f'recall@{k}']['mean']:.3f} | {v[f'mrr@{k}']['mean']:.3f} | {cmp} |")
+            f = r.get("fusion") or {}
+            if f.get("weights"): lines.append(f"| {name} | {model} | | | tuned fusion | weights {f['weights']}, candidates {f.get('candidates')} | | | "
+                                              f"dense used in hybrid for {r.get('dense_in_hybrid_share', 0):.0%} of queries |")
+        ref = next((r.get("reference_bm25_ndcg@10") for r in d.get("models", {}).values() if "reference_bm25_ndcg@10" in r), None)
+        if ref: lines.append(f"| {name} | | | | reference word-level BM25 | {ref:.3f} | | | |")
     for name, why in res.get("skipped", {}).items(): lines.append(f"| {name} | skipped: {why} | | | | | | | |")
     lines.append("")
-    lines.append("`*` significant at α = 0.05 after Holm over the three mode pairs (primary test of `compare_paired`: paired "
-                 "bootstrap for large n, sign-flip randomisation for small n; 10,000 resamples).")
-    sw = {n: d["sweep"] for n, d in res.get("datasets", {}).items() if "sweep" in d}
+    lines.append("Differences are nDCG@10 of the system minus the better single channel of that run, paired over the queries, "
+                 "95% CI; `*` significant at α = 0.05 after Holm over the six pairs of the four systems (paired bootstrap for "
+                 "n ≥ 100, paired t below).")
+    md = res.get("multilingual_default") or {}
+    if md.get("pick"):
+        t = md["table"]
+        lines += ["", f"Multilingual default: **{md['pick']}** — {md['by']}: " +
+                  ", ".join(f"{m} {v['mean_ndcg']:.3f} (dense {v['mean_dense_ndcg']:.3f})" for m, v in t.items()) + "."]
+    sw = {(n, m): r["sweep"] for n, d in res.get("datasets", {}).items() for m, r in d.get("models", {}).items() if "sweep" in r}
     if sw:
         lines += ["", f"Hybrid nDCG@{k} under other settings (defaults: weights 1/1, candidates 20, default tokenizer):", "",
-                  "| collection | setting | hybrid nDCG@10 |", "|---|---|---:|"]
-        for n, s in sw.items():
+                  "| collection | backend | setting | hybrid nDCG@10 |", "|---|---|---|---:|"]
+        for (n, m), s in sw.items():
             for group in ("weights", "candidates"):
-                for key, v in s.get(group, {}).items(): lines.append(f"| {n} | {group} {key} | {v:.3f} |")
+                for key, v in s.get(group, {}).items(): lines.append(f"| {n} | {m} | {group} {key} | {v:.3f} |")
             for key, v in s.get("tokenizer", {}).items():
-                lines.append(f"| {n} | tokenizer {key} | {v['hybrid']:.3f} (sparse {v['sparse']:.3f}) |")
+                lines.append(f"| {n} | {m} | tokenizer {key} | {v['hybrid']:.3f} (sparse {v['sparse']:.3f}) |")
+    return lines
+
+
+def ingest_md(res: dict) -> list:
+    "bench/ingest.py: overhead ratios and passages/s per backend and thread count."
+    lines = [f"{res.get('chunks')} chunks of {res.get('corpus')} ({res.get('docs')} documents), target overhead ≤ {res.get('target_ratio')}.", "",
+             "| backend | threads | raw passages/s | ingest passages/s | ingest / raw | embed / raw | + graph | + graph + tuning |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for m, b in res.get("backends", {}).items():
+        if "error" in b: lines.append(f"| {m} | error: {b['error'][:80]} | | | | | | |"); continue
+        for n, v in b["by_threads"].items():
+            best = " (best)" if int(n) == b["best_threads"] else ""
+            lines.append(f"| {m} | {n}{best} | {v['raw_passages_per_s']} | {v['ingest_passages_per_s']} | {v['overhead_ratio']} | "
+                         f"{v['embed_ratio']} | {v.get('overhead_ratio_with_graph', '')} | {v.get('overhead_ratio_with_tuning', '')} |")
+    return lines
+
+
+def query_md(res: dict) -> list:
+    "bench/query.py: the engine comparison and scale as flat leaves; per-backend latency at real chunks as a table."
+    lines = ["| measure | value |", "|---|---|"]
+    leaves = flatten({k: v for k, v in res.items() if k != "backends"})
+    for k, v in leaves[:40]: lines.append(f"| {k} | {_fmt(v)} |")
+    b = res.get("backends")
+    if b:
+        lines += ["", f"Per backend at {b['n_chunks']} real chunks, {b['n_queries']} real queries (ms; search alone, query encode apart):", "",
+                  "| backend | threads | encode p50 / p95 | " + " | ".join(f"{m} p50 / p95" for m in ("sparse", "dense", "hybrid", "text")) + " |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for m, r in b.get("models", {}).items():
+            if "error" in r: lines.append(f"| {m} | error: {r['error'][:80]} | | | | | |"); continue
+            cell = lambda x: f"{x['p50']} / {x['p95']}" if x else "—"
+            lines.append(f"| {m} | {r['threads']} | {cell(r['encode_ms'])} | " +
+                         " | ".join(cell(r["latency_ms"].get(x)) for x in ("sparse", "dense", "hybrid", "text")) + " |")
     return lines
 
 
@@ -140,6 +188,8 @@ def to_markdown(all_res: dict) -> str:
         if "result" not in r: lines.append(f"no result: {r.get('error', r['status'])}"); continue
         if name == "quality": lines += quality_md(r["result"]); continue
         if name == "startup": lines += startup_md(r["result"]); continue
+        if name == "ingest": lines += ingest_md(r["result"]); continue
+        if name == "query": lines += query_md(r["result"]); continue
         lines += ["| measure | value |", "|---|---|"]
         leaves = flatten(r["result"])
         for k, v in leaves[:60]: lines.append(f"| {k} | {_fmt(v)} |")
@@ -154,6 +204,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per script")
     ap.add_argument("--quick", action="store_true", help="lighter options for the slow scripts")
     ap.add_argument("--out", default=str(HERE), help="folder for RESULTS.json / RESULTS.md")
+    ap.add_argument("--measured", action="store_true", help="also write each successful script's JSON to bench/measured/<script>.json")
     a = ap.parse_args(argv)
     names = [n for n in (a.only or SCRIPTS) if n not in a.skip]
     git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -164,6 +215,9 @@ def main(argv=None):
         log(f"== {n}")
         res["scripts"][n] = run_one(n, QUICK.get(n, []) if a.quick else DEFAULT_ARGS.get(n, []), a.timeout)
         log(f"   {n}: {res['scripts'][n]['status']} in {res['scripts'][n].get('elapsed_s')} s")
+        if a.measured and res["scripts"][n]["status"] == "ok":
+            (HERE / "measured").mkdir(exist_ok=True)
+            (HERE / "measured" / f"{n}.json").write_text(json.dumps(res["scripts"][n]["result"], indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     md = to_markdown(res)
     (out / "RESULTS.json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
