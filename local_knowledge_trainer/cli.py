@@ -8,16 +8,16 @@ __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL',
            'cmd_search', 'cmd_answer', 'base_stats', 'cmd_stats', 'cmd_doctor', 'cmd_evaluate', 'add_evaluate_command',
            'cmd_graph', 'add_graph_command', 'cmd_demo', 'build_parser', 'main']
 
-# %% ../nbs/22_cli.ipynb #7ef950b4
+# %% ../nbs/22_cli.ipynb #94a19541
 import argparse, json, os, re, sys, tempfile, shutil
 from pathlib import Path
-from .core import LKTError, text_table, to_jsonable
+from .core import LKTError, text_table, to_jsonable, read_json
 
-# %% ../nbs/22_cli.ipynb #6310a546
+# %% ../nbs/22_cli.ipynb #ea8a5ec6
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 EXIT_UNKNOWN_ENTITY = EXIT_EMPTY # `lkt graph` does not know the entity
 
-# %% ../nbs/22_cli.ipynb #61430fbc
+# %% ../nbs/22_cli.ipynb #fd5569ad
 _SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|CREDENTIALS?|AUTH)(_|$)", re.I)
 _NOT_SECRET = {"true", "false", "none", "null", "yes", "no", "on", "off"}
 _SECRET_SHAPES = re.compile(r"(Bearer\s+[A-Za-z0-9._\-]{8,}|\bsk-[A-Za-z0-9_\-]{8,})")
@@ -45,7 +45,7 @@ def redact(text:str, # text about to be printed
     for v in (secret_values() if secrets is None else secrets): text = text.replace(v, "***REDACTED***")
     return _SECRET_SHAPES.sub("***REDACTED***", text)
 
-# %% ../nbs/22_cli.ipynb #871c4af1
+# %% ../nbs/22_cli.ipynb #5673bc9b
 def clean_json(obj):
     "Make `obj` strict-JSON-safe: NaN/inf become null, numpy scalars and arrays become Python values."
     return to_jsonable(obj, finite=True)
@@ -98,7 +98,7 @@ def _trace_text(tr:dict)->str:
     lines.append("  timings (ms): " + ", ".join(f"{k}={v}" for k, v in tr.get("timings_ms", {}).items()))
     return "\n".join(lines)
 
-# %% ../nbs/22_cli.ipynb #2fd1ac16
+# %% ../nbs/22_cli.ipynb #7a1979de
 def cmd_parse(args)->int:
     "Parse a file or folder and print the per-format summary (nothing is stored)."
     from local_knowledge_trainer.parser import DocumentParser, summarize, parse_summary_table
@@ -108,7 +108,7 @@ def cmd_parse(args)->int:
     _print({"formats": summarize(docs), "problems": problems}, args.json, text)
     return EXIT_PARTIAL if any(p["status"] == "failed" for p in problems) else EXIT_OK
 
-# %% ../nbs/22_cli.ipynb #1060389c
+# %% ../nbs/22_cli.ipynb #629a8eff
 def cmd_ingest(args)->int:
     "Ingest a file or folder into the persistent base."
     kt = _trainer(args, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap)
@@ -134,7 +134,7 @@ def cmd_ingest(args)->int:
         return EXIT_PARTIAL if r.errors else EXIT_OK
     finally: kt.close()
 
-# %% ../nbs/22_cli.ipynb #30a4dc15
+# %% ../nbs/22_cli.ipynb #f0745600
 def _ask(args, with_llm:bool)->int:
     kt = _trainer(args)
     try:
@@ -166,11 +166,7 @@ def cmd_answer(args)->int:
     "Answer a question with cited evidence (the context itself when no LLM is given)."
     return _ask(args, with_llm=True)
 
-# %% ../nbs/22_cli.ipynb #8578f26f
-def _read_json(path:Path)->dict:
-    try: return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError): return {}
-
+# %% ../nbs/22_cli.ipynb #de0130fb
 def base_stats(persist, # a base folder (`--persist`)
                model:str=None, # the embedding model to report when nothing is persisted yet (None: the default language's)
                backend:str="faiss", # the vector backend to report when nothing is persisted yet
@@ -185,7 +181,7 @@ def base_stats(persist, # a base folder (`--persist`)
         st = EvidenceStore(str(db))
         try: counts, sources = {t: st.count(t) for t in tables}, st.sources()
         finally: st.close()
-    vm, m = _read_json(persist / "vector_store" / "manifest.json"), _read_json(persist / "manifest.json")
+    vm, m = read_json(persist / "vector_store" / "manifest.json"), read_json(persist / "manifest.json")
     name, dim = vm.get("model") or m.get("embedding_model"), vm.get("dim") or m.get("dim")
     if name is None or dim is None:
         from local_knowledge_trainer.embeddings import Embedder, model_for_language
@@ -200,7 +196,7 @@ def cmd_stats(args)->int:
     _print(s, args.json, "\n".join(f"{k:16} {v}" for k, v in s.items() if k != "sources"))
     return EXIT_OK
 
-# %% ../nbs/22_cli.ipynb #ef7b19cd
+# %% ../nbs/22_cli.ipynb #4aa7a29a
 def cmd_doctor(args)->int:
     "Check the model, backends, manifest and integrity; non-zero exit when something needs fixing."
     try:
@@ -217,7 +213,7 @@ def cmd_doctor(args)->int:
         return EXIT_OK if d["status"] == "ok" else EXIT_DOCTOR
     finally: kt.close()
 
-# %% ../nbs/22_cli.ipynb #1a558502
+# %% ../nbs/22_cli.ipynb #ae535bff
 def _evaluation_run(args, progress:bool, cmd:str):
     "The `EvalRun` of `lkt evaluate` and the tuned-vs-equal fusion comparison: a BEIR folder, or golden cases against the base in --persist."
     import warnings
@@ -298,7 +294,7 @@ def cmd_evaluate(args)->int:
         else: print(redact(f"error: {msg}"), file=sys.stderr)
         return EXIT_ERROR
 
-# %% ../nbs/22_cli.ipynb #9be19154
+# %% ../nbs/22_cli.ipynb #8ca81ee4
 def add_evaluate_command(subparsers, # the object returned by ArgumentParser.add_subparsers()
                         )->argparse.ArgumentParser:
     "Register `evaluate` (golden cases or BEIR, modes, k, JSON, baselines) on an argparse subparsers object."
@@ -320,7 +316,7 @@ def add_evaluate_command(subparsers, # the object returned by ArgumentParser.add
     sp.set_defaults(func=cmd_evaluate)
     return sp
 
-# %% ../nbs/22_cli.ipynb #bd756fad
+# %% ../nbs/22_cli.ipynb #ff4ac611
 GRAPH_STATUSES = ("all", "accepted", "auto_accepted", "needs_review", "reviewed", "rejected") # --status choices: graph.REVIEW_STATUSES and two groups
 
 def cmd_graph(args)->int:
@@ -373,7 +369,7 @@ def add_graph_command(subparsers, # the `add_subparsers()` object of the lkt par
     sp.set_defaults(func=cmd_graph)
     return sp
 
-# %% ../nbs/22_cli.ipynb #d9269488
+# %% ../nbs/22_cli.ipynb #d863424d
 DEMO_QUESTIONS = ["How many photovoltaic panels were installed and what is the payback period?",
                   "What does the doctor command check?",
                   "Qual enzima fixa o dióxido de carbono no ciclo de Calvin?",
@@ -420,7 +416,7 @@ def cmd_demo(args)->int:
         kt.close()
         if not args.persist: shutil.rmtree(persist, ignore_errors=True)
 
-# %% ../nbs/22_cli.ipynb #37c8baa5
+# %% ../nbs/22_cli.ipynb #780b04a0
 def build_parser()->argparse.ArgumentParser:
     "The argparse parser of `lkt`."
     p = argparse.ArgumentParser(prog="lkt", description="Local Knowledge Trainer: ingest documents, retrieve cited evidence, check the base.",
@@ -470,6 +466,6 @@ def main(argv:list=None, # arguments (default: sys.argv[1:])
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr); return 130
 
-# %% ../nbs/22_cli.ipynb #07ba3f94
+# %% ../nbs/22_cli.ipynb #67fe1960
 #| eval: false
 if __name__ == "__main__": sys.exit(main())
