@@ -30,6 +30,8 @@ setuptools.setup(
                 + [f"Programming Language :: Python :: {v}" for v in ("3.10", "3.11", "3.12")],
     packages=setuptools.find_packages(include=[cfg["lib_path"], cfg["lib_path"] + ".*"]),
     include_package_data=True,
+    # hand-written assets beside the exported modules: the search page of `lkt serve` (serve.py serves them)
+    package_data={cfg["lib_path"]: ["static/serve/*.html", "static/serve/*.js", "static/serve/*.css", "static/serve/*.svg"]},
     python_requires=">=" + cfg["min_python"],
     install_requires=_list("requirements"),
     extras_require={"dev": _list("dev_requirements"), "chroma": ["chromadb"]},

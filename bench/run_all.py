@@ -15,9 +15,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall", "startup")
+SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall", "startup", "serve", "reliability")
 DEFAULT_ARGS = {"quality": ["--sweep"]}
-QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"], "startup": ["--runs", "3"], "ingest": ["--docs", "100"]}
+QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"], "startup": ["--runs", "3"], "ingest": ["--docs", "100"],
+         "serve": ["--requests", "1000"], "reliability": ["--kills", "20", "--skip-large"]}
 
 
 def log(*a): print(*a, file=sys.stderr, flush=True)

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['MemoryStore', 'KnowledgeBase', 'Snapshot']
 
-# %% ../nbs/08_knowledge_base.ipynb #2111975c
+# %% ../nbs/08_knowledge_base.ipynb #8658ddc8
 import hashlib
 from typing import Callable, Iterable, Optional
 
@@ -18,14 +18,14 @@ from .lexical import BM25Index, tokenize, query_language, okapi_idf, okapi_tf, t
 from .vector_store import make_vector_store
 from .retrieval import Retriever, rrf_fuse
 
-# %% ../nbs/08_knowledge_base.ipynb #725a95b6
+# %% ../nbs/08_knowledge_base.ipynb #8cde07a1
 class MemoryStore:
-    "A minimal in-memory chunk store (get_chunks, iter_chunks, chunk_ids, count_chunks) for bases that are never persisted."
-    def __init__(self, chunks:Iterable=()): self._c = {c.id: c for c in chunks}
-    def add(self, chunks:Iterable): self._c.update((c.id, c) for c in chunks); return self
+    "A minimal in-memory chunk store (get_chunks, iter_chunks, chunk_ids, count_chunks, version) for bases that are never persisted."
+    def __init__(self, chunks:Iterable=()): self._c, self.version = {c.id: c for c in chunks}, 0
+    def add(self, chunks:Iterable): self._c.update((c.id, c) for c in chunks); self.version += 1; return self
     def remove(self, ids:Iterable):
         for i in ids: self._c.pop(i, None)
-        return self
+        self.version += 1; return self
     def get_chunks(self, ids:list)->list: return [self._c[i] for i in ids if i in self._c]
     def iter_chunks(self): return iter(list(self._c.values()))
     def chunk_ids(self)->list: return list(self._c)
@@ -33,7 +33,7 @@ class MemoryStore:
     def __len__(self): return len(self._c)
     def __repr__(self): return f"MemoryStore({len(self)} chunks)"
 
-# %% ../nbs/08_knowledge_base.ipynb #64f0dc48
+# %% ../nbs/08_knowledge_base.ipynb #120ec9c5
 class KnowledgeBase:
     "Store + embedder + vectors + BM25 + fusion settings: the one place that searches and ranks a base."
     def __init__(self, store, # evidence store: get_chunks, iter_chunks, chunk_ids (an `EvidenceStore` or `MemoryStore`)
@@ -53,14 +53,14 @@ class KnowledgeBase:
         self.dense_languages = getattr(embedder, "languages", None) if dense_languages == "model" else dense_languages
         self.vectors = vectors if vectors is not None else make_vector_store(vector_backend, embedder.dim, **self.vector_kw)
         self.lexical = lexical if lexical is not None else BM25Index.from_store(store)
-        self.extra_channels, self._retriever, self._snap, self.generation = {}, None, None, 0
+        self.extra_channels, self._retriever, self._snap, self._snap_at, self.generation = {}, None, None, None, 0
 
     def __len__(self): return self.store.count_chunks()
     def __repr__(self):
         return (f"KnowledgeBase({len(self)} chunks, {self.embedder.name}, {getattr(self.vectors, 'kind', type(self.vectors).__name__)}, "
                 f"candidates={self.candidates}, rrf_k={self.rrf_k})")
 
-# %% ../nbs/08_knowledge_base.ipynb #28fb0aae
+# %% ../nbs/08_knowledge_base.ipynb #9ea3adec
 @patch(cls_method=True)
 def from_chunks(cls:KnowledgeBase, chunks:list, # `Chunk`s
                 embedder, # an `Embedder`
@@ -80,7 +80,7 @@ def from_chunks(cls:KnowledgeBase, chunks:list, # `Chunk`s
     X = embedder.embed_chunks(chunks, progress=progress) if X is None else np.asarray(X, np.float32)
     return kb.add(chunks, X, store=False)
 
-# %% ../nbs/08_knowledge_base.ipynb #8114926d
+# %% ../nbs/08_knowledge_base.ipynb #dcdc8487
 @patch
 def add(self:KnowledgeBase, chunks:list, # new or replaced `Chunk`s
         X:np.ndarray, # their unit vectors, aligned with `chunks`
@@ -115,7 +115,7 @@ def remove(self:KnowledgeBase, ids:Iterable, # chunk ids
 def _changed(self:KnowledgeBase):
     self._snap = None; self.generation += 1
 
-# %% ../nbs/08_knowledge_base.ipynb #7bd256a8
+# %% ../nbs/08_knowledge_base.ipynb #95de8e09
 @patch(as_prop=True)
 def retriever(self:KnowledgeBase)->Retriever:
     "The `Retriever` over this base's store, vectors and BM25 with its fusion settings (rebuilt when they change)."
@@ -173,7 +173,7 @@ def dense_used(self:KnowledgeBase, question:str, # a query
     if mode != "hybrid" or len(self.vectors) == 0: return False
     return self.dense_languages is None or self.language_of(question) in self.dense_languages
 
-# %% ../nbs/08_knowledge_base.ipynb #56d2dd0d
+# %% ../nbs/08_knowledge_base.ipynb #e7aa61a1
 @patch
 def chunks(self:KnowledgeBase, ids:list, # chunk ids
           )->list:
@@ -213,7 +213,7 @@ def embed_queries(self:KnowledgeBase, texts:list, # questions, or probe sentence
     "Query vectors of texts through the embedder's cache (the model's query prefix where it has one)."
     return self.embedder.embed_queries(list(texts), progress=progress)
 
-# %% ../nbs/08_knowledge_base.ipynb #649c2a20
+# %% ../nbs/08_knowledge_base.ipynb #d1cd62c9
 class Snapshot:
     "The base at one state: sorted ids with their vectors, chunks and tokens, a content key, and memoised derived values."
     def __init__(self, ids:list, # sorted chunk ids
@@ -237,15 +237,18 @@ class Snapshot:
 
 @patch
 def snapshot(self:KnowledgeBase)->Snapshot:
-    "The current state of the base as aligned arrays (cached until `add` or `remove`)."
+    "The current state of the base as aligned arrays (cached until `add`, `remove` or a change of the store's `version`)."
+    at = (self.generation, getattr(self.store, "version", None))
+    if self._snap is not None and at[1] is not None and self._snap_at == at: return self._snap
     ids = sorted(self.store.chunk_ids())
     key = hashlib.sha256(("\n".join(ids) + "|" + self.embedder.name).encode()).hexdigest()[:16]
-    if self._snap is not None and self._snap.key == key: return self._snap
-    chunks = {c.id: c for c in self.store.get_chunks(ids)} if ids else {}
-    self._snap = Snapshot(ids, self.vectors_of(ids), chunks, dict(zip(ids, self.tokens(ids))), key)
+    if self._snap is None or self._snap.key != key:
+        chunks = {c.id: c for c in self.store.get_chunks(ids)} if ids else {}
+        self._snap = Snapshot(ids, self.vectors_of(ids), chunks, dict(zip(ids, self.tokens(ids))), key)
+    self._snap_at = at
     return self._snap
 
-# %% ../nbs/08_knowledge_base.ipynb #852cf7cc
+# %% ../nbs/08_knowledge_base.ipynb #1484c2a6
 class _Terms:
     "A snapshot's BM25 count matrix: documents × terms (CSC), vocabulary, document frequencies and lengths."
     def __init__(self, snap:Snapshot):

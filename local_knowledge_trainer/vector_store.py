@@ -4,26 +4,31 @@
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'DEFAULT_EF_SEARCH', 'MANIFEST', 'IndexMismatchError', 'IndexCorruptedError', 'VectorStore',
-           'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'make_vector_store', 'save_store', 'read_manifest',
-           'load_store', 'hnsw_recall']
+           'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'make_vector_store', 'NumpyParams', 'FaissParams',
+           'ChromaParams', 'StoreFile', 'ManifestFile', 'IdsFile', 'leftovers', 'cleanup_leftovers', 'generation_of',
+           'save_store', 'read_manifest', 'load_store', 'hnsw_recall']
 
-# %% ../nbs/05_vector_store.ipynb #51509c60
-import hashlib, json, os, shutil, threading, time, uuid, warnings
+# %% ../nbs/05_vector_store.ipynb #4aec9915
+import hashlib, json, mmap, os, re, shutil, struct, threading, time, uuid, warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
+from pydantic import Field, RootModel, ConfigDict, field_validator
 
 from .core import LKTError, sha256_file as _sha256_file
+from .persist import BaseBusyError, Strict, WriterLock, check_data, confine, lock_holder, read_checked
 
-# %% ../nbs/05_vector_store.ipynb #4f8c632a
+# %% ../nbs/05_vector_store.ipynb #0996e456
 FORMAT_VERSION = 1
 
 class IndexMismatchError(LKTError):
     "A persisted vector index was built with another model, dimension or format than the one requested."
 
 class IndexCorruptedError(LKTError):
-    "A persisted vector index fails its manifest's content hashes (or is missing files)."
+    "A persisted vector index fails its manifest's content hashes, its schema or its structure (or is missing files)."
+
+_FIX = "repair the vectors with `lkt doctor --repair` (or re-embed everything with `lkt ingest PATH --rebuild`)"
 
 def _normalise(v:np.ndarray)->np.ndarray:
     v = np.ascontiguousarray(v, dtype=np.float32)
@@ -44,7 +49,7 @@ class VectorStore:
         if v.ndim == 1 and len(ids) == 1: v = v[None]
         if v.ndim != 2 or v.shape[1] != self.dim:
             raise IndexMismatchError(f"{self.kind} store has dimension {self.dim} but got vectors of shape {v.shape}; "
-                                     "embed with the store's model or rebuild with `lkt ingest --rebuild`.")
+                                     "embed with the store's model or re-embed everything with `lkt ingest PATH --rebuild`.")
         if v.shape[0] != len(ids): raise LKTError(f"add(): {len(ids)} ids but {v.shape[0]} vectors")
         if len(set(ids)) != len(ids): raise LKTError("add(): duplicate ids in one call")
         if not np.isfinite(v).all(): raise LKTError("add(): vectors contain NaN or infinity")
@@ -93,14 +98,18 @@ class VectorStore:
     @classmethod
     def load(cls, dir:str, # a directory written by save()
              **kw)->"VectorStore":
-        "Load a store saved with save(); on the base class the backend is read from store.json."
+        "Load a store saved with save(); on the base class the backend is read from store.json (checked against its schema)."
         d = Path(dir)
-        try: meta = json.loads((d / "store.json").read_text())
-        except (OSError, ValueError) as e: raise LKTError(f"{d}: not a saved vector store ({e})") from e
-        target = cls if cls is not VectorStore else _backend(meta["kind"])
-        return target._load_files(d, meta["dim"], {**meta.get("params", {}), **kw})
+        meta = read_checked(d / "store.json", StoreFile, IndexCorruptedError, fix=_FIX)
+        if meta is None: raise IndexCorruptedError(f"{d}: not a saved vector store (no store.json); {_FIX}.")
+        target = cls if cls is not VectorStore else _backend(meta.kind)
+        if target.kind != meta.kind and not (target is NumpyStore and meta.kind == "chroma"):   # chroma saves numpy files
+            raise IndexMismatchError(f"{d}: store.json holds a {meta.kind!r} store, not {target.kind!r}.")
+        params = check_data(meta.params, _PARAMS[target.kind], str(d / "store.json"), IndexCorruptedError, _FIX, "params.") \
+                 if target.kind == meta.kind else _PARAMS[target.kind]()
+        return target._load_files(d, meta.dim, {**params.model_dump(), **kw})
 
-# %% ../nbs/05_vector_store.ipynb #1c76ddbf
+# %% ../nbs/05_vector_store.ipynb #711e9032
 def _topk(scores:np.ndarray, k:int)->np.ndarray:
     "Indices of the k largest scores per row, best first, ties by lower index."
     out = []
@@ -156,14 +165,13 @@ class NumpyStore(VectorStore):
     @classmethod
     def _load_files(cls, d, dim, params):
         s = cls(dim)
-        ids = json.loads((d / "ids.json").read_text())
-        X = np.load(d / "vectors.npy", allow_pickle=False)
-        if X.shape != (len(ids), dim): raise IndexCorruptedError(f"{d}: vectors.npy has shape {X.shape}, expected ({len(ids)}, {dim})")
-        if len(ids): s._ids, s._X = list(ids), np.ascontiguousarray(X, np.float32)
+        ids = _read_ids(d)
+        X = _read_vectors(d / "vectors.npy", len(ids), dim)
+        if len(ids): s._ids, s._X = list(ids), X
         s._pos = {i: n for n, i in enumerate(s._ids)}
         return s
 
-# %% ../nbs/05_vector_store.ipynb #e238a87a
+# %% ../nbs/05_vector_store.ipynb #c3cd3423
 DEFAULT_EF_SEARCH = 128  # smallest tried efSearch with recall@10 ≥ 0.95 on CISI/MiniLM *and* on the harder synthetic set below
 
 class FaissHNSWStore(VectorStore):
@@ -254,17 +262,21 @@ class FaissHNSWStore(VectorStore):
     @classmethod
     def _load_files(cls, d, dim, params):
         s = cls(dim, **params)
-        try: s.index = s._faiss.read_index(str(d / "index.faiss"))
-        except RuntimeError as e: raise IndexCorruptedError(f"{d / 'index.faiss'}: unreadable FAISS index ({e})") from e
-        rows = json.loads((d / "ids.json").read_text())
-        if s.index.ntotal != len(rows) or s.index.d != dim:
-            raise IndexCorruptedError(f"{d}: index.faiss holds {s.index.ntotal}×{s.index.d} vectors but ids.json lists {len(rows)} rows of dim {dim}")
+        rows = _read_ids(d, tombstones=True)
+        f = d / "index.faiss"
+        _check_hnsw_file(f, len(rows), dim)     # structure first: faiss trusts the lengths and ids inside the file
+        try: index = s._faiss.read_index(str(f))
+        except Exception as e:                   # RuntimeError, MemoryError, anything the C++ reader throws
+            raise IndexCorruptedError(f"{f}: unreadable FAISS index ({type(e).__name__}: {str(e)[:200]}); {_FIX}.") from e
+        if not isinstance(index, s._faiss.IndexHNSWFlat) or index.ntotal != len(rows) or index.d != dim:
+            raise IndexCorruptedError(f"{d}: index.faiss holds {index.ntotal}×{index.d} vectors but ids.json lists {len(rows)} rows of dim {dim}")
+        s.index = index
         s.index.hnsw.efSearch = s.ef_search
         s._rows = rows; s._pos = {i: r for r, i in enumerate(rows) if i is not None}
         s._dead = {r for r, i in enumerate(rows) if i is None}
         return s
 
-# %% ../nbs/05_vector_store.ipynb #52226ed3
+# %% ../nbs/05_vector_store.ipynb #e8688831
 class ChromaStore(VectorStore):
     "Chroma collection (cosine space) behind the VectorStore interface; in-memory or persistent at `path`."
     kind = "chroma"
@@ -328,13 +340,13 @@ class ChromaStore(VectorStore):
 
     @classmethod
     def _load_files(cls, d, dim, params):
+        "A fresh in-memory collection filled from the saved ids.json + vectors.npy; the saved `path` is never opened."
         tmp = NumpyStore._load_files(d, dim, {})
-        s = cls(dim, path=params.get("load_path"), collection=params.get("load_collection"))
-        s.remove(s.ids())
+        s = cls(dim)
         if len(tmp): s.add(tmp.ids(), tmp._X)
         return s
 
-# %% ../nbs/05_vector_store.ipynb #22a66f9d
+# %% ../nbs/05_vector_store.ipynb #af1f8a5a
 _INSTALL = {"faiss": ("faiss", "pip install faiss-cpu"), "chroma": ("chromadb", "pip install 'local_knowledge_trainer[chroma]' (or pip install chromadb)")}
 
 def _backend(kind:str):
@@ -359,7 +371,144 @@ def make_vector_store(kind:str="faiss", # "faiss" (default), "chroma" or "numpy"
                       "Falling back to the exact NumpyStore.", stacklevel=2)
         return NumpyStore(dim)
 
-# %% ../nbs/05_vector_store.ipynb #5e09ca54
+# %% ../nbs/05_vector_store.ipynb #4149f124
+_DIM = Field(gt=0, le=65536)
+
+class NumpyParams(Strict):
+    "numpy store: no parameters."
+
+class FaissParams(Strict):
+    "FAISS HNSW parameters as saved in store.json."
+    M:int=Field(32, ge=2, le=512)
+    ef_construction:int=Field(200, ge=1, le=100_000)
+    ef_search:int=Field(DEFAULT_EF_SEARCH, ge=1, le=100_000)
+    rebuild_ratio:float=Field(0.2, ge=0, le=1)
+
+class ChromaParams(Strict):
+    "Chroma parameters as saved in store.json (a record only: loading never opens `path`)."
+    path:Optional[str]=None
+    collection:Optional[str]=Field(None, max_length=512)
+
+_PARAMS = {"numpy": NumpyParams, "faiss": FaissParams, "chroma": ChromaParams}
+
+class StoreFile(Strict):
+    "vector_store/store.json: backend kind, dimension and parameters."
+    kind:Literal["numpy", "faiss", "chroma"]
+    dim:int=_DIM
+    params:dict[str, Any]={}
+
+class ManifestFile(Strict):
+    "vector_store/manifest.json: what was published, with the hashes that prove it."
+    format_version:int
+    backend:Literal["numpy", "faiss", "chroma"]
+    model:str
+    dim:int=_DIM
+    count:int=Field(ge=0)
+    params:dict[str, Any]={}
+    ids_sha256:str=Field(pattern=r"^[0-9a-f]{64}$")
+    files:dict[str, str]
+    extra_hashes:dict[str, Any]={}
+    created:str=""
+    generation:int=Field(0, ge=0)  # +1 per publish; manifests written before it existed read as 0
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, v):
+        for name, h in v.items():
+            if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}", name) or name in (".", ".."):
+                raise ValueError(f"file name {name!r} is not a plain file name of the vector store folder")
+            if not re.fullmatch(r"[0-9a-f]{64}", h): raise ValueError(f"the hash of {name!r} is not a SHA-256 hex digest")
+        return v
+
+class IdsFile(RootModel):
+    "ids.json: the row → chunk id list (`null` = a FAISS tombstone)."
+    model_config = ConfigDict(strict=True)
+    root:list[Optional[str]]
+
+def _read_ids(d:Path, tombstones:bool=False)->list:
+    "ids.json of a saved store, checked: strings (or null tombstones for FAISS), no duplicates."
+    f = d / "ids.json"
+    ids = read_checked(f, IdsFile, IndexCorruptedError, fix=_FIX)
+    if ids is None: raise IndexCorruptedError(f"{f}: missing; {_FIX}.")
+    ids = ids.root
+    live = [i for i in ids if i is not None]
+    if not tombstones and len(live) != len(ids): raise IndexCorruptedError(f"{f}: null ids in a {d.name} store that has no tombstones; {_FIX}.")
+    if len(set(live)) != len(live): raise IndexCorruptedError(f"{f}: duplicate ids; {_FIX}.")
+    return ids
+
+def _read_vectors(f:Path, n:int, dim:int)->np.ndarray:
+    "vectors.npy as a float32 (n, dim) array, checked through a memory map before anything is allocated."
+    try: X = np.load(f, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError: raise IndexCorruptedError(f"{f}: missing; {_FIX}.") from None
+    except Exception as e: raise IndexCorruptedError(f"{f}: not a readable .npy array ({type(e).__name__}: {str(e)[:200]}); {_FIX}.") from None
+    try:
+        if X.dtype.kind != "f" or X.shape != (n, dim):
+            raise IndexCorruptedError(f"{f}: vectors.npy has shape {X.shape} ({X.dtype}), expected ({n}, {dim}) floats; {_FIX}.")
+        out = np.array(X, dtype=np.float32, order="C")
+    finally: del X
+    if not np.isfinite(out).all(): raise IndexCorruptedError(f"{f}: vectors.npy holds NaN or infinite values; {_FIX}.")
+    return out
+
+# %% ../nbs/05_vector_store.ipynb #b643d1d9
+def _check_hnsw(buf, rows:int, dim:int, f)->None:
+    "Walk a FAISS IndexHNSWFlat (inner product) file and check every length, id and level before FAISS reads it."
+    n, pos = len(buf), 0
+    def bad(why): return IndexCorruptedError(f"{f}: not a valid FAISS HNSW index of this store ({why}); {_FIX}.")
+    def take(fmt):
+        nonlocal pos
+        k = struct.calcsize(fmt)
+        if pos + k > n: raise bad(f"truncated at byte {pos}")
+        v = struct.unpack_from(fmt, buf, pos); pos += k; return v
+    def vec(dtype):
+        nonlocal pos
+        (k,) = take("<Q"); it = np.dtype(dtype).itemsize
+        if k > (n - pos) // it: raise bad(f"the array at byte {pos - 8} claims {k} items, more than the file holds")
+        a = np.frombuffer(buf, dtype=dtype, count=k, offset=pos); pos += k * it; return a
+    if n < 4 or bytes(buf[:4]) != b"IHNf": raise bad("it does not start with the HNSW-flat marker 'IHNf'")
+    pos = 4
+    d, ntotal, _, _ = take("<iqqq"); take("<?"); (metric,) = take("<i")
+    if d != dim or ntotal != rows: raise bad(f"it holds {ntotal}×{d} vectors but ids.json lists {rows} rows of dim {dim}")
+    if metric != 0: raise bad(f"metric {metric} is not the inner product")
+    probas, cum, levels = vec("<f8"), vec("<i4").astype(np.int64), vec("<i4").astype(np.int64)
+    offsets, nb = vec("<u8"), vec("<i4")
+    ep, maxl, _, _, _ = take("<iiiii")
+    L = len(cum) - 1
+    if L < 1 or len(probas) != L or cum[0] != 0 or np.any(np.diff(cum) < 0): raise bad("inconsistent level table")
+    if len(levels) != ntotal or len(offsets) != ntotal + 1: raise bad("the node tables do not match the node count")
+    if ntotal:
+        if levels.min() < 1 or levels.max() > L: raise bad("a node level is out of range")
+        if offsets[0] != 0 or offsets[-1] != len(nb) or np.any(np.diff(offsets.astype(np.int64)) != cum[levels]):
+            raise bad("the neighbour offsets do not match the node levels")
+        if nb.min() < -1 or nb.max() >= ntotal: raise bad("a neighbour id is not a node")
+        local = np.arange(len(nb), dtype=np.int64) - np.repeat(offsets[:-1].astype(np.int64), cum[levels])
+        lvl = np.searchsorted(cum, local, side="right") - 1     # the level each neighbour slot belongs to
+        used = nb >= 0
+        if np.any(levels[nb[used]] <= lvl[used]): raise bad("a neighbour is listed on a level it does not reach")
+        if not (0 <= ep < ntotal) or levels[ep] != maxl + 1: raise bad("the entry point is not a node of the top level")
+    elif len(nb) or ep != -1: raise bad("an empty index with neighbours or an entry point")
+    if pos + 4 > n or bytes(buf[pos:pos + 4]) != b"IxFI": raise bad("its storage is not a flat inner-product index")
+    pos += 4
+    d2, n2, _, _ = take("<iqqq"); take("<?"); (m2,) = take("<i")
+    (k,) = take("<Q")
+    if (d2, n2, m2) != (d, ntotal, 0) or k != ntotal * d or pos + 4 * k != n:
+        raise bad("the stored vectors do not match the header, or bytes trail the end")
+    if not np.isfinite(np.frombuffer(buf, dtype="<f4", count=k, offset=pos)).all(): raise bad("NaN or infinite stored vectors")
+
+def _check_hnsw_file(f:Path, rows:int, dim:int):
+    "`_check_hnsw` on a memory map of the file (nothing is copied)."
+    try:
+        with open(f, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0: raise IndexCorruptedError(f"{f}: empty file; {_FIX}.")
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                mv, why = memoryview(mm), None
+                try: _check_hnsw(mv, rows, dim, f)
+                except IndexCorruptedError as e: why = str(e)   # drop the traceback: its frames hold views of the map
+                mv.release()
+                if why: raise IndexCorruptedError(why)
+    except FileNotFoundError: raise IndexCorruptedError(f"{f}: missing; {_FIX}.") from None
+    except OSError as e: raise IndexCorruptedError(f"{f}: cannot read it ({e}); {_FIX}.") from e
+
+# %% ../nbs/05_vector_store.ipynb #54ae2607
 MANIFEST = "manifest.json"
 _DIRNAME = "vector_store"
 
@@ -372,15 +521,89 @@ def _fsync_dir(d:Path, files:bool=True):
         fd = os.open(d, os.O_RDONLY); os.fsync(fd); os.close(fd)
     except OSError: pass  # directories cannot be fsynced on some platforms
 
+def _read_manifest_dir(d:Path)->Optional[dict]:
+    "The validated manifest of a vector store folder as a dict, None when it has none."
+    p = d / MANIFEST
+    try: m = read_checked(p, ManifestFile, IndexCorruptedError, fix=_FIX)
+    except IndexCorruptedError:
+        from local_knowledge_trainer.core import read_json
+        raw = read_json(p)
+        v = raw.get("format_version") if isinstance(raw, dict) else None
+        if isinstance(v, int) and v != FORMAT_VERSION:
+            raise IndexMismatchError(f"{d}: vector store format_version {v} but this LKT reads {FORMAT_VERSION}; "
+                                     "repair with `lkt doctor --repair`.") from None
+        raise
+    return None if m is None else m.model_dump()
+
+def _complete(d:Path)->bool:
+    "A vector store folder with a valid manifest and every file it lists."
+    try: m = _read_manifest_dir(d)
+    except LKTError: return False
+    return m is not None and all((d / name).is_file() for name in m["files"])
+
+def leftovers(persist_dir, # knowledge-base directory
+             )->list:
+    "The staging and trash folders that interrupted saves left in the base folder (for doctor)."
+    base = Path(persist_dir)
+    if not base.is_dir(): return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and re.fullmatch(rf"{_DIRNAME}\.(staging|trash)-.+", p.name))
+
+def _trash_copy(base:Path)->Optional[Path]:
+    "The newest complete trash copy (what was published before an interrupted save), or None."
+    ts = [p for p in leftovers(base) if ".trash-" in p.name and _complete(p)]
+    return max(ts, key=lambda p: p.stat().st_mtime) if ts else None
+
+def _published(base:Path)->tuple:
+    "(folder readers should load, whether it is a trash copy standing in for a missing vector_store/)."
+    d = base / _DIRNAME
+    if d.exists(): return d, False
+    t = _trash_copy(base)
+    return (t, True) if t is not None else (d, False)
+
+def _check_writer(base:Path, what:str):
+    "Refuse to write when another process holds the base's WriterLock (this one may hold it, or nobody: tests, scripts)."
+    if WriterLock(base).held: return
+    h = lock_holder(base)
+    if h and h.get("locked") and h.get("pid") != os.getpid():   # held by another thread of this process is fine
+        who = f"PID {h['pid']} on {h['host']}" + (f" ({h['command']})" if h.get("command") else "") if h.get("pid") else "another process"
+        raise BaseBusyError(f"{base}: {what} refused: the base is being written by {who}; write only inside that base's "
+                            "WriterLock (the trainer does), or retry when that write finishes.")
+
+def cleanup_leftovers(persist_dir, # knowledge-base directory; the caller holds its WriterLock
+                     )->list:
+    "For the writer: restore vector_store/ from a complete trash copy if it is missing, then delete every staging and trash folder."
+    base, done = Path(persist_dir), []
+    _check_writer(base, "cleaning up leftovers")
+    target = base / _DIRNAME
+    if not target.exists() and (t := _trash_copy(base)) is not None:
+        os.replace(t, target)
+        done.append(f"restored {_DIRNAME}/ from {t.name} (a save was interrupted between its two renames)")
+    for p in leftovers(base):
+        shutil.rmtree(p, ignore_errors=True)
+        done.append(f"removed {p.name}" if not p.exists() else f"could not remove {p.name}")
+    return done
+
+def generation_of(persist_dir, # knowledge-base directory
+                 )->int:
+    "The published generation (0 when nothing is published or the manifest predates generations); reads only the manifest."
+    d, _ = _published(Path(persist_dir))
+    m = _read_manifest_dir(d)
+    return 0 if m is None else m["generation"]
+
 def save_store(store:VectorStore, # the store to publish
                persist_dir:str, # knowledge-base directory; the store goes to persist_dir/vector_store/
                model:str, # canonical embedding model name (Embedder.name)
                extra_hashes:dict=None, # other content hashes to record (evidence store, chunking settings, …)
+               generation:int=None, # the generation to record; default: the published one + 1
               )->Path:
-    "Atomically publish the store with a hash manifest under persist_dir/vector_store/; returns that path."
+    "Atomically publish the store with a hash manifest under persist_dir/vector_store/ (the caller holds the WriterLock); returns that path."
     base = Path(persist_dir); base.mkdir(parents=True, exist_ok=True)
+    _check_writer(base, "publishing the vector store")
+    cleanup_leftovers(base)
+    if generation is None:
+        try: generation = generation_of(base) + 1
+        except LKTError: generation = 1     # an unreadable manifest is replaced; readers reload on any change
     target, staging, trash = base / _DIRNAME, base / f"{_DIRNAME}.staging-{os.getpid()}", base / f"{_DIRNAME}.trash-{os.getpid()}"
-    if staging.exists(): shutil.rmtree(staging)
     try:
         store.save(staging)
         ids = store.ids()
@@ -388,75 +611,93 @@ def save_store(store:VectorStore, # the store to publish
                     "count": len(ids), "params": store.params(),
                     "ids_sha256": hashlib.sha256(json.dumps(ids).encode()).hexdigest(),
                     "files": {p.name: _sha256_file(p) for p in sorted(staging.iterdir()) if p.is_file()},
-                    "extra_hashes": dict(extra_hashes or {}), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                    "extra_hashes": dict(extra_hashes or {}), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "generation": int(generation)}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _fsync_dir(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True); raise
-    if trash.exists(): shutil.rmtree(trash)
     if target.exists(): os.replace(target, trash)
-    os.replace(staging, target)
+    try: os.replace(staging, target)
+    except BaseException:
+        if not target.exists() and trash.exists():
+            try: os.replace(trash, target)          # roll back: the previous version stays published
+            except OSError: pass                     # left for cleanup_leftovers (and readers read the trash copy)
+        if target.exists(): shutil.rmtree(staging, ignore_errors=True)
+        raise
     _fsync_dir(base, files=False)
     shutil.rmtree(trash, ignore_errors=True)
+    store.manifest = manifest
     return target
 
 def read_manifest(persist_dir:str)->Optional[dict]:
-    "The manifest of the published store, or None if there is none."
-    p = Path(persist_dir) / _DIRNAME / MANIFEST
-    try: return json.loads(p.read_text())
-    except FileNotFoundError: return None
-    except ValueError as e: raise IndexCorruptedError(f"{p}: unreadable manifest ({e}); rebuild with `lkt ingest --rebuild`.") from e
+    "The validated manifest of the published store (the trash copy if an interrupted save left only that), or None."
+    d, _ = _published(Path(persist_dir))
+    return _read_manifest_dir(d)
 
-def _recover(base:Path):
-    "Restore the previous version if a crash happened between the two renames of save_store."
-    target = base / _DIRNAME
-    if target.exists(): return
-    trash = sorted((p for p in base.glob(f"{_DIRNAME}.trash-*") if (p / MANIFEST).exists()), key=lambda p: p.stat().st_mtime)
-    if trash:
-        os.replace(trash[-1], target)
-        warnings.warn(f"{target}: restored the previous vector store from {trash[-1].name} (an earlier save was interrupted).")
-
-def load_store(persist_dir:str, # knowledge-base directory holding vector_store/
-               expected_model:str=None, # refuse an index built with another model
-               expected_dim:int=None, # refuse an index of another dimension
-               verify:bool=True, # check every file's SHA-256 against the manifest
-               **kw, # backend load options (e.g. ef_search)
-              )->VectorStore:
-    "Load the published store after checking format, model, dimension and content hashes."
-    base = Path(persist_dir); _recover(base)
-    d = base / _DIRNAME
-    m = read_manifest(base)
-    if m is None: raise LKTError(f"{d}: no vector store here (no {MANIFEST}); run `lkt ingest` first.")
-    if m.get("format_version") != FORMAT_VERSION:
-        raise IndexMismatchError(f"{d}: vector store format_version {m.get('format_version')} but this LKT reads {FORMAT_VERSION}; "
-                                 "rebuild with `lkt ingest --rebuild`.")
-    if expected_model is not None and m.get("model") != expected_model:
-        raise IndexMismatchError(f"{d}: the index was built with model {m.get('model')!r} but {expected_model!r} was requested; "
-                                 f"rebuild with `lkt ingest --rebuild` or use the original model {m.get('model')!r}.")
-    if expected_dim is not None and m.get("dim") != expected_dim:
-        raise IndexMismatchError(f"{d}: the index has dimension {m.get('dim')} but the embedder produces {expected_dim}; "
-                                 f"rebuild with `lkt ingest --rebuild` or use the original model {m.get('model')!r}.")
+def _load_dir(d:Path, expected_model, expected_dim, verify:bool, kw:dict)->VectorStore:
+    m = _read_manifest_dir(d)
+    if m is None: raise LKTError(f"{d}: no vector store here (no {MANIFEST}); run `lkt ingest PATH` first.")
+    if m["format_version"] != FORMAT_VERSION:
+        raise IndexMismatchError(f"{d}: vector store format_version {m['format_version']} but this LKT reads {FORMAT_VERSION}; "
+                                 "repair with `lkt doctor --repair`.")
+    if expected_model is not None and m["model"] != expected_model:
+        raise IndexMismatchError(f"{d}: the index was built with model {m['model']!r} but {expected_model!r} was requested; "
+                                 f"re-embed with `lkt ingest PATH --rebuild --model NEW` or use the original model {m['model']!r}.")
+    if expected_dim is not None and m["dim"] != expected_dim:
+        raise IndexMismatchError(f"{d}: the index has dimension {m['dim']} but the embedder produces {expected_dim}; "
+                                 f"re-embed with `lkt ingest PATH --rebuild --model NEW` or use the original model {m['model']!r}.")
     if verify:
         for name, h in m["files"].items():
-            p = d / name
-            if not p.exists(): raise IndexCorruptedError(f"{p}: missing; rebuild with `lkt ingest --rebuild`.")
+            p = confine(name, d, f"{d / MANIFEST}: files")
+            if not p.exists(): raise IndexCorruptedError(f"{p}: missing; repair with `lkt doctor --repair`.")
             if _sha256_file(p) != h:
-                raise IndexCorruptedError(f"{p}: content hash differs from {MANIFEST} (corrupted or edited); rebuild with `lkt ingest --rebuild`.")
+                raise IndexCorruptedError(f"{p}: content hash differs from {MANIFEST} (corrupted or edited); repair with `lkt doctor --repair`.")
     kind = m["backend"]
-    try: cls = _backend(kind)
-    except LKTError: raise IndexMismatchError(f"{d}: unknown backend {kind!r} in {MANIFEST}")
-    try: s = cls.load(d, **kw)
+    try: s = _backend(kind).load(d, **kw)
     except ImportError as e:
         if kind != "chroma": raise LKTError(f"{d}: the {kind!r} backend needs {_INSTALL[kind][0]!r}: {_INSTALL[kind][1]}") from e
         warnings.warn(f"chromadb is not installed ({e}); opening the saved Chroma vectors as an exact NumpyStore. "
                       f"Install it with `{_INSTALL['chroma'][1]}`.")
         s = NumpyStore.load(d)
     if len(s) != m["count"] or hashlib.sha256(json.dumps(s.ids()).encode()).hexdigest() != m["ids_sha256"]:
-        raise IndexCorruptedError(f"{d}: the loaded ids do not match {MANIFEST}; rebuild with `lkt ingest --rebuild`.")
+        raise IndexCorruptedError(f"{d}: the loaded ids do not match {MANIFEST}; repair with `lkt doctor --repair`.")
     s.manifest = m
     return s
 
-# %% ../nbs/05_vector_store.ipynb #0eb7005d
+def _fingerprint(base:Path):
+    "What is published right now: (folder, manifest bytes), to notice a publish that happened during a load."
+    d, _ = _published(base)
+    try: return d, (d / MANIFEST).read_bytes()
+    except OSError: return d, None
+
+def load_store(persist_dir:str, # knowledge-base directory holding vector_store/
+               expected_model:str=None, # refuse an index built with another model
+               expected_dim:int=None, # refuse an index of another dimension
+               verify:bool=True, # check every file's SHA-256 against the manifest
+               readonly:bool=False, # True: never rename anything (a reader); False: the WriterLock holder may restore a trash copy
+               **kw, # backend load options (e.g. ef_search)
+              )->VectorStore:
+    "Load the published store after checking schemas, format, model, dimension and content hashes."
+    base = Path(persist_dir)
+    for attempt in range(3):
+        before = _fingerprint(base)
+        d = before[0]; from_trash = d.name != _DIRNAME
+        if from_trash and not readonly and WriterLock(base).held:
+            os.replace(d, base / _DIRNAME); d, from_trash = base / _DIRNAME, False
+            warnings.warn(f"{d}: restored the previous vector store (an earlier save was interrupted between its two renames).")
+            before = _fingerprint(base)
+        elif from_trash:
+            warnings.warn(f"{base / _DIRNAME} is missing (a save was interrupted between its two renames); reading the previous "
+                          f"complete version in {d.name} in place. The next write (`lkt ingest`, or `lkt doctor --repair`) restores it.")
+        try: return _load_dir(d, expected_model, expected_dim, verify, kw)
+        except (LKTError, OSError) as e:
+            if attempt < 2 and _fingerprint(base) != before: continue   # a publish happened meanwhile: load the new version
+            if isinstance(e, OSError):
+                raise IndexCorruptedError(f"{d}: cannot read the vector store ({e}); {_FIX}.") from e
+            raise
+
+# %% ../nbs/05_vector_store.ipynb #00da065b
 def hnsw_recall(V:np.ndarray, # corpus vectors (n, dim)
                 Q:np.ndarray, # query vectors (m, dim)
                 ef_values:list=(16, 32, 64, 128), # efSearch values to try
