@@ -15,7 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall", "startup", "serve", "reliability")
+SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall", "startup", "serve", "reliability", "snapshot")
 DEFAULT_ARGS = {"quality": ["--sweep"]}
 QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"], "startup": ["--runs", "3"], "ingest": ["--docs", "100"],
          "serve": ["--requests", "1000"], "reliability": ["--kills", "20", "--skip-large"]}
