@@ -7,7 +7,7 @@ __all__ = ['UTF8_DAMAGE_RATIO', 'WESTERN_SLACK', 'DAMAGE_WARNINGS', 'n_windows',
            'pack_paragraphs', 'detect_format', 'decode_bytes', 'Unit', 'sql_statement_info', 'DocumentParser',
            'summarize', 'parse_summary_table']
 
-# %% ../nbs/02_parser.ipynb #10428987
+# %% ../nbs/02_parser.ipynb #abd97a5c
 import ast, fnmatch, hashlib, io, logging, os, re, unicodedata
 from bisect import bisect_left
 from collections import Counter, defaultdict
@@ -19,10 +19,10 @@ from .core import Chunk, Document, chunk_id, html_table, text_table, ParseError
 
 logging.getLogger("pdfminer").setLevel(logging.ERROR)  # pdfminer's FontBBox chatter is not actionable for users
 
-# %% ../nbs/02_parser.ipynb #e91dcfd5
+# %% ../nbs/02_parser.ipynb #27f04136
 from .text import word_spans, count_words, detect_language, cjk_ratio
 
-# %% ../nbs/02_parser.ipynb #e25a2f11
+# %% ../nbs/02_parser.ipynb #773eebf8
 def _check_sizes(chunk_size, chunk_overlap):
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer number of words, got {chunk_size!r}")
@@ -57,7 +57,7 @@ def chunk_text(text:str, # the text to cut
         start += step
     return out
 
-# %% ../nbs/02_parser.ipynb #de588515
+# %% ../nbs/02_parser.ipynb #75b4d846
 _PARA_SPLIT = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 
 def paragraph_spans(text:str, # any text
@@ -94,7 +94,7 @@ def pack_paragraphs(text:str, # the unit text
     if cur: out.append(cur)
     return out
 
-# %% ../nbs/02_parser.ipynb #d9156d11
+# %% ../nbs/02_parser.ipynb #9cf189b9
 _EXT_FORMATS = {
     ".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".mdown": "markdown", ".mkd": "markdown", ".mdx": "markdown",
     ".rst": "rst", ".rest": "rst", ".py": "python", ".pyi": "python", ".pyw": "python", ".java": "java", ".sql": "sql",
@@ -130,7 +130,7 @@ def detect_format(path, # a file path (str or Path)
     if b"\x00" in head and not _has_bom(head): return "binary"
     return "text"
 
-# %% ../nbs/02_parser.ipynb #81e43fa4
+# %% ../nbs/02_parser.ipynb #ab92ca47
 UTF8_DAMAGE_RATIO = 3 # valid multi-byte characters per invalid byte above which a file is damaged UTF-8, not another encoding
 WESTERN_SLACK = 0.1 # how much more charset-normalizer "chaos" CP-1252 may have than the best candidate and still win
 DAMAGE_WARNINGS = {"utf-8-truncated": "the file ends inside a UTF-8 character (an interrupted copy?): that last character was dropped",
@@ -172,7 +172,7 @@ def decode_bytes(data:bytes, # the file's bytes
     best = next((m for pref in _WESTERN for m in near if m.encoding == pref), best)
     return str(best), best.encoding
 
-# %% ../nbs/02_parser.ipynb #2a22a857
+# %% ../nbs/02_parser.ipynb #9ac63c9b
 @dataclass
 class Unit:
     "A piece of a document that chunks never cross: a page, section, code block, statement or whole file."
@@ -186,7 +186,7 @@ def _norm(s:str)->str: return unicodedata.normalize("NFKC", s).strip()
 def _unit(text, page=None, section=None, **meta)->Unit:
     return Unit(_norm(text), page, _norm(section) if section else section, meta)
 
-# %% ../nbs/02_parser.ipynb #89f9da9d
+# %% ../nbs/02_parser.ipynb #dfe71d96
 def _ranges(nums:list)->str:
     "'1-3, 5' for [1, 2, 3, 5]."
     out, i = [], 0
@@ -253,7 +253,7 @@ def _pdf_units(data:bytes, source:str, password:str=None):
     meta = {"pages": n, "pages_without_text": no_text, "blank_pages": blank, "encrypted": encrypted}
     return units, warnings, meta
 
-# %% ../nbs/02_parser.ipynb #392b74f5
+# %% ../nbs/02_parser.ipynb #7a2792ff
 def _line_offsets(text:str)->list:
     "Character offset of the start of every line, plus len(text)."
     offs, pos = [0], 0
@@ -290,7 +290,7 @@ def _markdown_units(text:str):
             heads.append((t.map[0], int(t.tag[1]), tokens[i + 1].content if i + 1 < len(tokens) else ""))
     return units + _sections_from_headings(text, heads), warnings
 
-# %% ../nbs/02_parser.ipynb #08e9f106
+# %% ../nbs/02_parser.ipynb #de13a3e4
 _RST_ADORN = re.compile(r"""^([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])\1{2,}\s*$""")
 
 def _rst_units(text:str):
@@ -317,7 +317,7 @@ def _rst_units(text:str):
         i += 1
     return _sections_from_headings(text, heads), []
 
-# %% ../nbs/02_parser.ipynb #17f8d0ba
+# %% ../nbs/02_parser.ipynb #12eae3d5
 def _owner_units(text:str, decls:list, module_meta:dict)->list:
     "Units from declarations (section, meta, start_line, end_line) nested by line ranges; leftover lines form the module unit."
     lines = text.splitlines(keepends=True)
@@ -368,7 +368,7 @@ def _python_units(text:str):
 class _Fallback(Exception):
     "A code reader could not parse the file; the message becomes a warning and the file is read as text."
 
-# %% ../nbs/02_parser.ipynb #262ebcda
+# %% ../nbs/02_parser.ipynb #391a55cf
 def _java_units(text:str):
     import javalang
     try:
@@ -424,7 +424,7 @@ def _java_units(text:str):
     pkg = tree.package.name if tree.package else None
     return _owner_units(text, decls, dict(kind="module", name=pkg or "module", lineno=1, end_lineno=len(lines))), []
 
-# %% ../nbs/02_parser.ipynb #5ec60b7d
+# %% ../nbs/02_parser.ipynb #33d72c7f
 _SQL_CATEGORY = {**{k: "DDL" for k in "CREATE ALTER DROP TRUNCATE RENAME COMMENT".split()},
                  **{k: "DML" for k in "SELECT INSERT UPDATE DELETE MERGE REPLACE UPSERT".split()},
                  **{k: "DCL" for k in "GRANT REVOKE".split()},
@@ -498,7 +498,7 @@ def _sql_units(text:str):
         units.append(_unit(s, section=sec, lineno=bisect_left(offs, a + 1), **info))
     return units, []
 
-# %% ../nbs/02_parser.ipynb #f509809e
+# %% ../nbs/02_parser.ipynb #4d045f0e
 _READERS = {"markdown": _markdown_units, "rst": _rst_units, "python": _python_units, "java": _java_units, "sql": _sql_units}
 
 def _chunks_from_units(source:str, units:list, chunk_size:int, chunk_overlap:int, fmt:str)->tuple:
@@ -653,8 +653,13 @@ class DocumentParser:
     def iter_parse(self, path, # a file or folder
                   )->Iterator[Document]:
         "Yield one `Document` per file under `path`, in sorted order (for progress bars: `len(self.list_files(path))`)."
+        return self.parse_files(self.list_files(path))
+
+    def parse_files(self, pairs:list, # `(path, source)` pairs as `list_files` gives them (a caller may rename the sources)
+                   )->Iterator[Document]:
+        "Yield one `Document` per pair, in order, each named by its source; a file reached twice through symbolic links is parsed once."
         seen_files = {}
-        for p, source in self.list_files(path):
+        for p, source in pairs:
             if p.is_symlink() and not self.follow_symlinks:
                 yield Document(source, detect_format(p, b""), "skipped", "symbolic link (follow_symlinks=False)"); continue
             real = os.path.realpath(p)
@@ -669,7 +674,7 @@ class DocumentParser:
         "Parse a file or a whole folder (recursively) into a sorted list of `Document`s."
         return list(self.iter_parse(path))
 
-# %% ../nbs/02_parser.ipynb #d1547c70
+# %% ../nbs/02_parser.ipynb #ae72bda4
 def summarize(docs:list, # `Document`s from `DocumentParser.parse`
              )->list:
     "Per-format rows: format, files, parsed, skipped, failed, chunks, pages (sorted by format)."
