@@ -7,7 +7,7 @@ __all__ = ['FORMAT_VERSION', 'NO_LLM_HEADER', 'WARM_K', 'TUNE_MIN_CHUNKS', 'TUNE
            'BaseManifest', 'best_quote', 'format_context', 'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer',
            'fusion_summary', 'clean_question', 'ollama_llm', 'openai_compatible_llm']
 
-# %% ../nbs/21_trainer.ipynb #a4b6c399
+# %% ../nbs/21_trainer.ipynb #aba6c2ca
 import contextlib, datetime, hashlib, importlib, inspect, json, numbers, os, re, sqlite3, threading, time, warnings
 from pathlib import Path
 from types import MethodType
@@ -20,13 +20,13 @@ from .core import Citation, Document, IngestResult, QueryResponse, LKTError
 from .core import atomic_write_text, html_table, read_json
 from .text import CJK_CHAR, sentence_spans
 from .parser import DocumentParser
-from .store import EvidenceStore
+from .store import EvidenceStore, clean_query
 from .persist import BaseBusyError, Strict, WriterLock, canonical_source, lock_holder, read_checked
 from .embeddings import Embedder, EmbeddingCache, model_for_language
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers
 
-# %% ../nbs/21_trainer.ipynb #fba55967
+# %% ../nbs/21_trainer.ipynb #8231923f
 FORMAT_VERSION = 1
 NO_LLM_HEADER = "[No LLM configured] Context:"
 
@@ -62,7 +62,7 @@ class BaseManifest(Strict):
     updated:str # ISO time of the publish
     generation:int=0 # the vector store's generation this manifest describes (0: written before generations)
 
-# %% ../nbs/21_trainer.ipynb #808d2b55
+# %% ../nbs/21_trainer.ipynb #50a74c02
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 def _terms(s:str)->set:
@@ -90,7 +90,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/21_trainer.ipynb #971d4857
+# %% ../nbs/21_trainer.ipynb #5f22f953
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -110,7 +110,7 @@ def grounded_prompt(question:str, # the user's question
 
 
 
-# %% ../nbs/21_trainer.ipynb #7ada8f11
+# %% ../nbs/21_trainer.ipynb #7444a8f2
 class ReadOnlyCache(EmbeddingCache):
     "A base's embedding cache opened by a reader: saved vectors are read, new ones stay in memory (nothing is written)."
     def __init__(self, cache_dir, # the base's cache folder (it may not exist)
@@ -131,7 +131,7 @@ class ReadOnlyCache(EmbeddingCache):
     def put_many(self, items):
         with self._lock: self.mem.update(items)
 
-# %% ../nbs/21_trainer.ipynb #8bf4f068
+# %% ../nbs/21_trainer.ipynb #d8bd17dd
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model=None, # model name or alias, local model directory, `EmbeddingBackend` or `Embedder`; None: the base's recorded model, else `model_for_language(language)`
@@ -167,7 +167,7 @@ class KnowledgeTrainer:
         self._thread_lock = threading.RLock()
         self._load()
 
-# %% ../nbs/21_trainer.ipynb #e8d8b36d
+# %% ../nbs/21_trainer.ipynb #e355d3ea
 @patch
 def _open_store(self:KnowledgeTrainer)->EvidenceStore:
     "The evidence store to use: read-only for a reader, read-write for a writer, an empty one in memory for a base not written yet."
@@ -248,7 +248,7 @@ def generation(self:KnowledgeTrainer)->int:
     "The generation of the published vectors this trainer loaded (or last published); 0 before the first publish."
     return self._generation
 
-# %% ../nbs/21_trainer.ipynb #b11bc9f4
+# %% ../nbs/21_trainer.ipynb #eecc767b
 @patch(as_prop=True)
 def store(self:KnowledgeTrainer)->EvidenceStore: "The evidence store (`kb.store`)."; return self.kb.store
 @patch(as_prop=True)
@@ -260,7 +260,7 @@ def lexical(self:KnowledgeTrainer): "The BM25 index (`kb.lexical`)."; return sel
 @patch(as_prop=True)
 def retriever(self:KnowledgeTrainer): "The `Retriever` of the knowledge base, with the graph channel (`kb.retriever`)."; return self.kb.retriever
 
-# %% ../nbs/21_trainer.ipynb #7e796adc
+# %% ../nbs/21_trainer.ipynb #b1f3a644
 @patch
 def _can_write_store(self:KnowledgeTrainer)->bool:
     "Whether the store may be written now: inside a write, or a store in memory."
@@ -312,7 +312,7 @@ def set_graph_weight(self:KnowledgeTrainer, weight:float=0.35, # RRF weight of t
     self.kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
     return self
 
-# %% ../nbs/21_trainer.ipynb #04acae99
+# %% ../nbs/21_trainer.ipynb #5ac94780
 @patch(as_prop=True)
 def stats(self:KnowledgeTrainer)->dict:
     "Counts and configuration: documents, chunks, entities, relations, graph_built, model, dim, language, backend."
@@ -344,7 +344,7 @@ def __enter__(self:KnowledgeTrainer): return self
 @patch
 def __exit__(self:KnowledgeTrainer, *exc): self.close()
 
-# %% ../nbs/21_trainer.ipynb #981cce93
+# %% ../nbs/21_trainer.ipynb #406caec3
 @patch
 def manifest(self:KnowledgeTrainer)->dict:
     "What the persisted base holds: model, dimension, counts, backend, content hashes, fusion record and generation."
@@ -416,7 +416,7 @@ def _reconcile(self:KnowledgeTrainer):
                                                f"dropped {len(extra)} vectors without a chunk")
     if rebuild or missing or extra: self._dirty = True
 
-# %% ../nbs/21_trainer.ipynb #16bfacce
+# %% ../nbs/21_trainer.ipynb #623a2da5
 @patch
 def _canonical_stored(self:KnowledgeTrainer, s:str)->str:
     "The canonical name (under `root`) of a stored source name."
@@ -456,7 +456,7 @@ def _migrate_sources(self:KnowledgeTrainer):
         self._dirty, self._graph_builder, self._graph_fn = True, None, None
         self.actions.append(f"named the sources relative to {root}: {renamed} renamed, {merged} duplicate spellings merged")
 
-# %% ../nbs/21_trainer.ipynb #d24abff0
+# %% ../nbs/21_trainer.ipynb #5cbf3e26
 @patch
 def _prepare_write(self:KnowledgeTrainer, lock:WriterLock):
     "Under the lock: become a writer, load what other writers published, clean leftovers, name sources canonically."
@@ -509,7 +509,7 @@ def _writing(self:KnowledgeTrainer, command:str, # what the write does (shown to
             finally: self._write_depth = 0
     finally: self._thread_lock.release()
 
-# %% ../nbs/21_trainer.ipynb #8f5f5f4b
+# %% ../nbs/21_trainer.ipynb #c3ad1b18
 WARM_K = 5 # the confidence model a write prepares (hit@5: the default number of results)
 
 @patch
@@ -524,7 +524,7 @@ def _warm(self:KnowledgeTrainer):
                       "readers will fit it themselves (slower first query)"); return
     self.actions.append(f"prepared the answer-confidence model for readers ({time.perf_counter() - t:.1f} s)")
 
-# %% ../nbs/21_trainer.ipynb #6fa87a71
+# %% ../nbs/21_trainer.ipynb #7b072f81
 @patch
 def _files(self:KnowledgeTrainer, parser:DocumentParser, path)->list:
     "`(file, source)` pairs to ingest under `path`: the parser's walk, named canonically under `root` in a persisted base."
@@ -664,7 +664,7 @@ def neighbours(self:KnowledgeTrainer, chunk_id:str, # a chunk id
     "The chunk and its neighbours in document order."
     return self.store.neighbors(chunk_id, window)
 
-# %% ../nbs/21_trainer.ipynb #51fa5d4e
+# %% ../nbs/21_trainer.ipynb #5f225187
 TUNE_MIN_CHUNKS, TUNE_CHANGE, TUNE_PROBES = 100, 0.5, 200
 
 @patch
@@ -705,7 +705,7 @@ def fusion_summary(fusion:Optional[dict], # a trainer's `fusion` record (None: n
     return {**out, **{k: e[k] for k in ("reason", "shrinkage", "n_probes") if k in e},
             **{k: fusion[k] for k in ("chunks", "tuned_at") if k in fusion}}
 
-# %% ../nbs/21_trainer.ipynb #b93228b1
+# %% ../nbs/21_trainer.ipynb #b2273476
 class _Forward:
     "A method calling `local_knowledge_trainer.<module>.<name>(kt.kb, ...)`, whose signature is the target's (imported lazily)."
     def __init__(self, module:str, # module below the trainer, e.g. "diagnostics"
@@ -758,15 +758,13 @@ _forward("bootstrap_ab_test", "diagnostics", "Paired (by default) test of after 
 _forward("compute_quality_score", "diagnostics", "Quality of an answer (or a question, answered first): the calibrated confidence with its CI and a tier.",
          prepare=_query_first)
 
-# %% ../nbs/21_trainer.ipynb #25010ce8
-_UNHOLDABLE = re.compile("[\x00\ud800-\udfff]")
-
+# %% ../nbs/21_trainer.ipynb #b39b153b
 def clean_question(question:str, # the question as received
                   )->str:
-    "The question with NUL characters and unpaired surrogates replaced by spaces; LKTError for a non-string."
+    "The question as `store.clean_query` cleans it (NUL, control characters, unpaired surrogates → spaces); LKTError for a non-string."
     if not isinstance(question, str):
         raise LKTError(f"the question must be a string, not {type(question).__name__} — pass the text of the question")
-    return _UNHOLDABLE.sub(" ", question)
+    return clean_query(question)
 
 def _check_k(k)->int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
@@ -861,7 +859,7 @@ def query(self:KnowledgeTrainer, question:str, # the question
     trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
     return resp
 
-# %% ../nbs/21_trainer.ipynb #106b8961
+# %% ../nbs/21_trainer.ipynb #6edd90cc
 def _json_files(pd:Path)->list:
     "(file, schema) of the JSON files of a base that have one."
     from local_knowledge_trainer.vector_store import ManifestFile, StoreFile
@@ -935,7 +933,7 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
     if repair: out["repaired"] = repaired
     return out
 
-# %% ../nbs/21_trainer.ipynb #3a3e0954
+# %% ../nbs/21_trainer.ipynb #7fa069a9
 @patch(as_prop=True)
 def graph(self:KnowledgeTrainer):
     "The entity graph (`networkx.DiGraph`): nodes are entities, edges are relations with their evidence."
@@ -971,7 +969,7 @@ def detect_contradictions(self:KnowledgeTrainer, text:str, # a claim or an LLM a
     from local_knowledge_trainer.claims import detect_contradictions
     return detect_contradictions(text, self.graph_builder, extractor=extractor, threshold=threshold)
 
-# %% ../nbs/21_trainer.ipynb #7ab77872
+# %% ../nbs/21_trainer.ipynb #2dd8345a
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})
