@@ -47,7 +47,8 @@ def _common(sp, persist:bool=True, model:bool=True, as_json:bool=True):
                     "or a local sentence-transformers folder (default: the base's recorded model, else chosen by --language)")
     sp.add_argument("--language", default=None, help="the base's main language: en (English MiniLM), pt (default), zh or multi "
                     "(multilingual E5)")
-    sp.add_argument("--backend", default="faiss", choices=["faiss", "chroma", "numpy"], help="vector store")
+    sp.add_argument("--backend", default="auto", choices=["auto", "faiss", "chroma", "numpy"],
+                    help="vector store: auto (exact up to 100k chunks, then FAISS HNSW), faiss (HNSW), chroma, numpy (exact)")
 
 def _remote(sp):
     "--server URL, --token and --timeout: ask a running `lkt serve` instead of opening the base."
@@ -152,6 +153,7 @@ def cmd_ingest(args)->int:
         r = kt.ingest(args.path, include=args.include, exclude=args.exclude, password=args.password,
                       hypothesis_test=args.hypothesis_test, probe_queries=args.probe_queries, strict=args.strict,
                       on_reject="keep" if args.keep_rejected else "drop",
+                      **({"engine": "ray", "ray_address": args.address} if args.engine == "ray" else {}),
                       **{k: True for k in ("sync", "rebuild") if getattr(args, k)})
         report = getattr(r.statistical_report, "rows", None)
         removed = list(getattr(r, "removed", None) or [])
@@ -561,6 +563,9 @@ def build_parser()->argparse.ArgumentParser:
                     "(deleted or renamed files), and list them; without it their evidence stays in the base")
     sp.add_argument("--rebuild", action="store_true", help="re-embed every stored chunk with the model in use and rewrite the "
                     "vector store (a corrupted vector store, or a new --model)")
+    sp.add_argument("--engine", default="local", choices=["local", "ray"], help="where parsing and embedding run: here, or on a "
+                    "Ray cluster (pip install 'local_knowledge_trainer[cluster]'); the base is written here either way")
+    sp.add_argument("--address", help="with --engine ray: the cluster's address (e.g. auto, or ray://HOST:10001); default: a local cluster")
     _wait(sp)
     sp.set_defaults(func=cmd_ingest)
     for name, fn, hlp in (("search", cmd_search, "rank evidence for a question"), ("answer", cmd_answer, "answer with citations")):
@@ -596,7 +601,7 @@ def build_parser()->argparse.ArgumentParser:
     _llm_options(sp); sp.set_defaults(func=cmd_serve)
     sp = sub.add_parser("demo", help="run LKT on the bundled sample corpus")
     sp.add_argument("--corpus", default="evals/sample_corpus"); sp.add_argument("--persist", default="")
-    sp.add_argument("--backend", default="faiss", choices=["faiss", "chroma", "numpy"]); sp.set_defaults(func=cmd_demo)
+    sp.add_argument("--backend", default="auto", choices=["auto", "faiss", "chroma", "numpy"]); sp.set_defaults(func=cmd_demo)
     return p
 
 def main(argv:list=None, # arguments (default: sys.argv[1:])

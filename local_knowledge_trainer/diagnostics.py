@@ -47,14 +47,11 @@ def _base_chunks(kb)->list:
     snap = kb.snapshot()
     return [snap.chunks[i] for i in snap.ids]
 
-def _sources(snap)->np.ndarray:
-    "Source of every chunk of a snapshot (aligned with its ids)."
-    return snap.memo("sources", lambda: np.array([snap.chunks[i].source for i in snap.ids], dtype=object))
 
 def _nn_other_docs(snap, block:int=1024)->tuple:
     "(max cosine, argmax position) of each chunk to the chunks of other documents (NaN/-1 when none); memoised."
     def f():
-        X, src = snap.X, _sources(snap)
+        X, src = snap.X, snap.sources
         nn, arg = np.full(len(X), np.nan), np.full(len(X), -1)
         for s in range(0, len(X), block):
             S = X[s:s+block] @ X.T
@@ -369,7 +366,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
         t = pd.DataFrame({"query": [p.query for p in P], "source": [p.source for p in P], "rank": probe_ranks(kb, P, k=max(find_depth, k))})
         if len(t):
             docs = _unretrievable(t, k)
-            nu, nd, ndocs = int(docs["unretrievable"].sum()), len(docs), len(set(_sources(snap)))
+            nu, nd, ndocs = int(docs["unretrievable"].sum()), len(docs), len(set(snap.sources))
             miss = float((t["rank"] == 0).mean())
             tests.append({"test": f"unretrievable documents (no held-out probe in the top {find_depth})", "statistic": float(nu), "p": None,
                           "p_holm": None, "effect": nu / nd, "n": nd, "kind": "decision",
@@ -387,7 +384,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
             tests.append({"test": f"retrieval quality: MRR@{k} of held-out probes", "statistic": float(rr.mean()), "p": None, "p_holm": None,
                           "effect": None, "n": len(rr), "kind": "estimate", "notes": f"95% {how} CI [{lo:.3f}, {hi:.3f}], documents resampled"})
     # 4. description: NN similarity, Shapiro–Wilk, per-document KS, IQR outliers
-    nn, _ = _nn_other_docs(snap); src = _sources(snap)
+    nn, _ = _nn_other_docs(snap); src = snap.sources
     ok = np.isfinite(nn)
     if ok.sum() >= 3:
         v, ids_ok = nn[ok], [i for i, o in zip(snap.ids, ok) if o]

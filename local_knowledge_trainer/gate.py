@@ -141,13 +141,10 @@ def _nn_other_docs(Xq:np.ndarray, X:np.ndarray, q_src:list, src:np.ndarray, bloc
         out[s:s+block] = np.where(np.isfinite(m), m, np.nan)
     return out
 
-def _sources(snap)->np.ndarray:
-    "Source of every chunk of a snapshot (aligned with its ids)."
-    return snap.memo("sources", lambda: np.array([snap.chunks[i].source for i in snap.ids], dtype=object))
 
 def _base_nn(snap)->np.ndarray:
     "NN similarity of every chunk of the snapshot to the chunks of other documents (memoised per base state)."
-    return snap.memo("nn_other_docs", lambda: _nn_other_docs(snap.X, snap.X, list(_sources(snap)), _sources(snap)))
+    return snap.memo("nn_other_docs", lambda: _nn_other_docs(snap.X, snap.X, list(snap.sources), snap.sources))
 
 # %% ../nbs/18_gate.ipynb #95bf883c
 @lru_cache(maxsize=64)
@@ -361,20 +358,20 @@ def _old_of(snap)->dict:
 
 def _group(snap):
     out = {}
-    for i, s in zip(snap.ids, _sources(snap)): out.setdefault(s, []).append(i)
+    for i, s in zip(snap.ids, snap.sources): out.setdefault(s, []).append(i)
     return out
 
 def _doc_nn_medians(snap)->np.ndarray:
     "Median NN similarity of each stored document's chunks to other documents (one value per document, memoised)."
     def f():
-        nn, src = _base_nn(snap), _sources(snap)
+        nn, src = _base_nn(snap), snap.sources
         return np.array([np.nanmedian(nn[src == s]) for s in _old_of(snap) if np.isfinite(nn[src == s]).any()])
     return snap.memo("doc_nn_medians", f)
 
 @patch
 def _shift(self:IngestGate, docs, vectors, snap, rows):
     "NN-similarity shift per document: one value per document (its median NN) ranked among the stored documents'; KS kept as description."
-    src = _sources(snap)
+    src = snap.sources
     ref, med = _base_nn(snap), _doc_nn_medians(snap)
     ref = ref[np.isfinite(ref)]
     for r, d in zip(rows, docs):

@@ -5,8 +5,10 @@
 # %% auto #0
 __all__ = ['MemoryStore', 'KnowledgeBase', 'Snapshot']
 
-# %% ../nbs/08_knowledge_base.ipynb #8658ddc8
+# %% ../nbs/08_knowledge_base.ipynb #7440e62b
 import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Callable, Iterable, Optional
 
 import numpy as np
@@ -18,9 +20,9 @@ from .lexical import BM25Index, tokenize, query_language, okapi_idf, okapi_tf, t
 from .vector_store import make_vector_store
 from .retrieval import Retriever, rrf_fuse
 
-# %% ../nbs/08_knowledge_base.ipynb #8cde07a1
+# %% ../nbs/08_knowledge_base.ipynb #cbfa55dc
 class MemoryStore:
-    "A minimal in-memory chunk store (get_chunks, iter_chunks, chunk_ids, count_chunks, version) for bases that are never persisted."
+    "A minimal in-memory chunk store (get_chunks, iter_chunks, chunk_ids, chunk_sources, count_chunks, version) for bases that are never persisted."
     def __init__(self, chunks:Iterable=()): self._c, self.version = {c.id: c for c in chunks}, 0
     def add(self, chunks:Iterable): self._c.update((c.id, c) for c in chunks); self.version += 1; return self
     def remove(self, ids:Iterable):
@@ -29,18 +31,19 @@ class MemoryStore:
     def get_chunks(self, ids:list)->list: return [self._c[i] for i in ids if i in self._c]
     def iter_chunks(self): return iter(list(self._c.values()))
     def chunk_ids(self)->list: return list(self._c)
+    def chunk_sources(self)->list: return [(i, c.source) for i, c in self._c.items()]
     def count_chunks(self)->int: return len(self._c)
     def __len__(self): return len(self._c)
     def __repr__(self): return f"MemoryStore({len(self)} chunks)"
 
-# %% ../nbs/08_knowledge_base.ipynb #120ec9c5
+# %% ../nbs/08_knowledge_base.ipynb #378ce47c
 class KnowledgeBase:
     "Store + embedder + vectors + BM25 + fusion settings: the one place that searches and ranks a base."
     def __init__(self, store, # evidence store: get_chunks, iter_chunks, chunk_ids (an `EvidenceStore` or `MemoryStore`)
                  embedder, # an `Embedder` (encode_query, embed_texts, embed_queries, embed_chunks, dim, name, languages)
                  vectors=None, # a vector store holding every chunk's vector (None: an empty one of `vector_backend`)
                  lexical:BM25Index=None, # BM25 over the store's chunks (None: built from the store)
-                 vector_backend:str="faiss", # faiss (HNSW) | chroma | numpy (exact), when `vectors` is None
+                 vector_backend:str="auto", # auto (exact, then HNSW past EXACT_MAX) | faiss (HNSW) | chroma | numpy (exact), when `vectors` is None
                  vector_kw:dict=None, # backend parameters, e.g. {"M": 32, "ef_search": 128}
                  candidates:int=20, # ids taken from each channel before fusion
                  rrf_k:int=60, # RRF damping constant
@@ -60,7 +63,7 @@ class KnowledgeBase:
         return (f"KnowledgeBase({len(self)} chunks, {self.embedder.name}, {getattr(self.vectors, 'kind', type(self.vectors).__name__)}, "
                 f"candidates={self.candidates}, rrf_k={self.rrf_k})")
 
-# %% ../nbs/08_knowledge_base.ipynb #9ea3adec
+# %% ../nbs/08_knowledge_base.ipynb #03c1853a
 @patch(cls_method=True)
 def from_chunks(cls:KnowledgeBase, chunks:list, # `Chunk`s
                 embedder, # an `Embedder`
@@ -80,7 +83,7 @@ def from_chunks(cls:KnowledgeBase, chunks:list, # `Chunk`s
     X = embedder.embed_chunks(chunks, progress=progress) if X is None else np.asarray(X, np.float32)
     return kb.add(chunks, X, store=False)
 
-# %% ../nbs/08_knowledge_base.ipynb #dcdc8487
+# %% ../nbs/08_knowledge_base.ipynb #9f053804
 @patch
 def add(self:KnowledgeBase, chunks:list, # new or replaced `Chunk`s
         X:np.ndarray, # their unit vectors, aligned with `chunks`
@@ -92,8 +95,8 @@ def add(self:KnowledgeBase, chunks:list, # new or replaced `Chunk`s
     if len(chunks) != len(X): raise LKTError(f"KnowledgeBase.add: {len(chunks)} chunks but {len(X)} vectors")
     if store: self.store.add(chunks)
     ids = [c.id for c in chunks]
-    have = set(self.vectors.ids())
-    if have.intersection(ids): self.vectors.remove([i for i in ids if i in have])
+    old = [i for i in ids if i in self.vectors]   # membership, not a set of every id: adds into a large base stay O(batch)
+    if old: self.vectors.remove(old)
     self.vectors.add(ids, np.asarray(X, np.float32))
     self.lexical.add(ids, [c.text for c in chunks])
     self._changed(); return self
@@ -105,8 +108,7 @@ def remove(self:KnowledgeBase, ids:Iterable, # chunk ids
     "Remove chunks from the vectors and BM25 (and the store); returns how many vectors were removed."
     ids = list(ids)
     if store: self.store.remove(ids)
-    have = set(self.vectors.ids())
-    gone = [i for i in ids if i in have]
+    gone = [i for i in ids if i in self.vectors]
     if gone: self.vectors.remove(gone)
     self.lexical.remove(ids)
     self._changed(); return len(gone)
@@ -115,7 +117,7 @@ def remove(self:KnowledgeBase, ids:Iterable, # chunk ids
 def _changed(self:KnowledgeBase):
     self._snap = None; self.generation += 1
 
-# %% ../nbs/08_knowledge_base.ipynb #95de8e09
+# %% ../nbs/08_knowledge_base.ipynb #ae9b18a1
 @patch(as_prop=True)
 def retriever(self:KnowledgeBase)->Retriever:
     "The `Retriever` over this base's store, vectors and BM25 with its fusion settings (rebuilt when they change)."
@@ -173,7 +175,7 @@ def dense_used(self:KnowledgeBase, question:str, # a query
     if mode != "hybrid" or len(self.vectors) == 0: return False
     return self.dense_languages is None or self.language_of(question) in self.dense_languages
 
-# %% ../nbs/08_knowledge_base.ipynb #e7aa61a1
+# %% ../nbs/08_knowledge_base.ipynb #a3ffff0d
 @patch
 def chunks(self:KnowledgeBase, ids:list, # chunk ids
           )->list:
@@ -213,17 +215,56 @@ def embed_queries(self:KnowledgeBase, texts:list, # questions, or probe sentence
     "Query vectors of texts through the embedder's cache (the model's query prefix where it has one)."
     return self.embedder.embed_queries(list(texts), progress=progress)
 
-# %% ../nbs/08_knowledge_base.ipynb #d1cd62c9
+# %% ../nbs/08_knowledge_base.ipynb #1545ef18
+class _Lazy(Mapping):
+    "id -> value for a snapshot's ids, read on first use in blocks of ids that follow it; at most `keep` values stay in memory."
+    def __init__(self, ids:list, pos:dict, fetch:Callable, block:int=2000, keep:int=50_000):
+        self.ids, self.pos, self.fetch, self.block, self.keep, self._c = ids, pos, fetch, block, keep, OrderedDict()
+    def __getitem__(self, i):
+        v = self._c.get(i)
+        if v is not None or i in self._c: return v
+        if i not in self.pos: raise KeyError(i)
+        p = self.pos[i]
+        want = [j for j in self.ids[p:p + self.block] if j not in self._c]
+        self._c.update(zip(want, self.fetch(want)))
+        while len(self._c) > self.keep: self._c.popitem(last=False)
+        return self._c[i]
+    def __iter__(self): return iter(self.ids)
+    def __len__(self): return len(self.ids)
+    def values(self):
+        for s in range(0, len(self.ids), self.block):
+            part = self.ids[s:s + self.block]
+            yield from (self._c[j] if j in self._c else v for j, v in zip(part, self.fetch(part)))
+    def items(self): return zip(self.ids, self.values())
+
+def _fetch_chunks(store):
+    def fetch(ids):
+        by = {c.id: c for c in store.get_chunks(ids)}
+        return [by.get(i) for i in ids]
+    return fetch
+
 class Snapshot:
-    "The base at one state: sorted ids with their vectors, chunks and tokens, a content key, and memoised derived values."
+    "The base at one state: sorted ids with their vectors, chunks and tokens (read on first use), a content key, and memoised derived values."
     def __init__(self, ids:list, # sorted chunk ids
-                 X:np.ndarray, # their vectors (rows aligned with ids)
-                 chunks:dict, # id -> Chunk
-                 tokens:dict, # id -> BM25 tokens
+                 X, # their vectors (rows aligned with ids), or a function that reads them on first use
+                 chunks, # id -> Chunk (a dict, or a mapping that reads the store on first use)
+                 tokens, # id -> BM25 tokens (a dict, or a mapping that reads the BM25 index on first use)
                  key:str, # hash of the ids and the model
+                 sources:Callable=None, # () -> source of every id, aligned with ids (None: from the chunks)
                 ):
-        store_attr()
-        self.pos, self._memo = {i: n for n, i in enumerate(ids)}, {}
+        store_attr("ids,chunks,tokens,key")
+        self.pos, self._memo, self._sources, self._X = {i: n for n, i in enumerate(ids)}, {}, sources, X
+
+    @property
+    def X(self)->np.ndarray:
+        "The vectors, rows aligned with `ids` (read on first use: a query answered from the indexes never copies them)."
+        if callable(self._X): self._X = self._X()
+        return self._X
+
+    @property
+    def sources(self)->np.ndarray:
+        "The source of each chunk, aligned with `ids` (one read, memoised)."
+        return self.memo("sources", lambda: np.array(self._sources() if self._sources else [self.chunks[i].source for i in self.ids], dtype=object))
 
     def memo(self, name:str, # what is cached
              fn:Callable, # computes it (called once per snapshot)
@@ -243,22 +284,31 @@ def snapshot(self:KnowledgeBase)->Snapshot:
     ids = sorted(self.store.chunk_ids())
     key = hashlib.sha256(("\n".join(ids) + "|" + self.embedder.name).encode()).hexdigest()[:16]
     if self._snap is None or self._snap.key != key:
-        chunks = {c.id: c for c in self.store.get_chunks(ids)} if ids else {}
-        self._snap = Snapshot(ids, self.vectors_of(ids), chunks, dict(zip(ids, self.tokens(ids))), key)
+        pos = {i: n for n, i in enumerate(ids)}
+        src = getattr(self.store, "chunk_sources", None)
+        self._snap = Snapshot(ids, lambda: self.vectors_of(ids), _Lazy(ids, pos, _fetch_chunks(self.store)), _Lazy(ids, pos, self.tokens), key,
+                              sources=(lambda: [dict(src()).get(i) for i in ids]) if src else None)
     self._snap_at = at
     return self._snap
 
-# %% ../nbs/08_knowledge_base.ipynb #1484c2a6
+# %% ../nbs/08_knowledge_base.ipynb #3aed1a4c
 class _Terms:
     "A snapshot's BM25 count matrix: documents × terms (CSC), vocabulary, document frequencies and lengths."
-    def __init__(self, snap:Snapshot):
-        self.tf, self.vocab, self.dl = term_matrix([snap.tokens[i] for i in snap.ids])
+    def __init__(self, snap:Snapshot, lexical:BM25Index=None):
+        if lexical is not None and all(i in lexical for i in snap.ids):   # the index's own counts: nothing is tokenised again
+            tf, vocab = lexical.counts(snap.ids)
+            tf = tf.tocsc(); df = np.diff(tf.indptr)
+            used = np.flatnonzero(df > 0)   # the terms these documents hold, as a count matrix of their tokens has
+            terms = np.empty(len(vocab), dtype=object); terms[list(vocab.values())] = list(vocab.keys())
+            self.tf, self.vocab = tf[:, used], dict(zip(terms[used].tolist(), range(len(used))))
+            self.dl = np.asarray(tf.sum(axis=1)).ravel().astype(float)
+        else: self.tf, self.vocab, self.dl = term_matrix([snap.tokens[i] for i in snap.ids])
         self.df = np.diff(self.tf.indptr).astype(float)
 
 @patch
 def _variant(self:KnowledgeBase, snap:Snapshot, drop, add)->dict:
     "The variant's ids, dense matrix and BM25 statistics (kept base rows, then added chunks)."
-    T = snap.memo("bm25_terms", lambda: _Terms(snap))
+    T = snap.memo("bm25_terms", lambda: _Terms(snap, self.lexical if hasattr(self.lexical, "counts") else None))
     keep = np.ones(len(snap.ids), bool)
     if drop is not None:
         for i in drop:

@@ -7,7 +7,7 @@ __all__ = ['STOPWORDS', 'fold_accents', 'tokenize', 'own_words', 'query_language
            'okapi_idf', 'okapi_tf', 'term_matrix', 'BM25Index', 'top_positions', 'explain']
 
 # %% ../nbs/06_lexical.ipynb #49eaa0c6
-import functools, json, math, re, unicodedata
+import functools, itertools, json, math, os, re, unicodedata, zlib
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -166,34 +166,112 @@ def term_matrix(token_lists:list, # tokens of each document
     return tf, vocab, lens.astype(float)
 
 # %% ../nbs/06_lexical.ipynb #7dd4e651
+def _okapi_scores(tf, # documents × terms counts, CSC
+                  dl:np.ndarray, # document lengths in tokens
+                  k1:float=1.5, b:float=0.75,
+                  block:int=1 << 22, # nonzeros per step (bounds the float64 temporaries)
+                 )->np.ndarray:
+    "float32 BM25Okapi score (`okapi_idf` × `okapi_tf`) of each stored count of `tf`, in `tf.data` order."
+    ip, dl = tf.indptr.astype(np.int64), np.asarray(dl, float)
+    df = np.diff(ip); idf = okapi_idf(df, len(dl)); out = np.empty(tf.nnz, np.float32)
+    if not tf.nnz: return out
+    norm = k1 * (1 - b + b * dl / dl.mean())  # okapi_tf's denominator less f, per document (the same float64 values)
+    cuts = np.unique(np.r_[np.searchsorted(ip, np.arange(0, tf.nnz, block), side="right") - 1, len(df)])
+    for c0, c1 in zip(cuts[:-1], cuts[1:]):
+        s, e = ip[c0], ip[c1]; f = tf.data[s:e]
+        out[s:e] = np.repeat(idf[c0:c1], df[c0:c1]) * (f * (k1 + 1) / (f + norm[tf.indices[s:e]]))
+    return out
+
 class _OkapiEngine(bm25s.BM25):
     "bm25s engine whose precomputed score matrix is exactly rank_bm25's BM25Okapi (`okapi_idf` × `okapi_tf`)."
     def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=False, leave_progress=False):
         tf, _, dl = term_matrix(corpus_token_ids, {t: t for t in range(len(unique_token_ids))})
-        df = np.diff(tf.indptr)
-        idf = okapi_idf(df, len(dl))
-        col = np.repeat(np.arange(len(unique_token_ids)), df)
-        data = idf[col] * okapi_tf(tf.data, dl[tf.indices], dl.mean(), self.k1, self.b)
-        self.nonoccurrence_array = None
-        return {"data": data.astype(self.dtype), "indices": tf.indices.astype(self.int_dtype),
-                "indptr": tf.indptr.astype(self.int_dtype), "num_docs": len(dl)}
+        return self.scores_from_counts(tf, dl)
+
+    def scores_from_counts(self, tf, # documents × terms counts (converted to CSC)
+                           dl:np.ndarray, # document lengths in tokens
+                          )->dict:
+        "bm25s's score dict (CSC data, indices, indptr) from a count matrix."
+        tf = tf.tocsc(); self.nonoccurrence_array = None
+        return {"data": _okapi_scores(tf, dl, self.k1, self.b).astype(self.dtype, copy=False),
+                "indices": tf.indices.astype(self.int_dtype, copy=False),
+                "indptr": tf.indptr.astype(self.int_dtype if tf.nnz < 2**31 else np.int64), "num_docs": len(dl)}
+
+    @classmethod
+    def from_counts(cls, tf, # documents × terms counts
+                    dl:np.ndarray, # document lengths in tokens
+                    vocab:dict, # term -> column of `tf`
+                    k1:float=1.5, b:float=0.75)->"_OkapiEngine":
+        "An engine built straight from counts (no token lists)."
+        eng = cls(method="robertson", k1=k1, b=b)
+        eng.scores, eng.vocab_dict = eng.scores_from_counts(tf, dl), vocab
+        return eng
 
 # %% ../nbs/06_lexical.ipynb #e19c78da
+class _Grow:
+    "A 1-d numpy array with amortised appends (capacity grows ×1.5)."
+    def __init__(self, dtype, a=None):
+        self.a = np.zeros(0, dtype) if a is None else np.asarray(a, dtype); self.n = len(self.a)
+    def extend(self, x):
+        x = np.asarray(x); m = self.n + len(x)
+        if m > len(self.a):
+            a = np.empty(max(m, int(len(self.a) * 1.5) + 16), self.a.dtype); a[:self.n] = self.a[:self.n]; self.a = a
+        self.a[self.n:m] = x; self.n = m
+    @property
+    def v(self)->np.ndarray: return self.a[:self.n]
+
+# %% ../nbs/06_lexical.ipynb #6ca419fb
 class BM25Index:
-    "Okapi BM25 over chunk texts: bm25s engine, BM25Okapi scores, incremental add/remove, JSON persistence."
+    "Okapi BM25 over chunk texts: sparse counts, BM25Okapi scores, incremental add/remove, flat-file persistence."
+    _BATCH = 8192  # texts tokenised and appended per step inside `add`
+
     def __init__(self, k1:float=1.5, # term-frequency saturation
                  b:float=0.75, # length normalisation
                  tokenizer:Callable=tokenize, # text -> list of tokens
                 ):
         self.k1, self.b, self.tokenizer = float(k1), float(b), tokenizer
-        self._docs = {}            # id -> tokens, in insertion order
-        self._engine, self._ids, self._stale = None, [], True
+        self.key = None            # caller metadata written by `save` and read back by `load`
+        self._reset()
 
-    def __len__(self): return len(self._docs)
-    def __contains__(self, id): return id in self._docs
+    def _reset(self):
+        self._vocab, self._terms = {}, []           # term -> column; terms in column order (filled lazily)
+        self._rid, self._row = [], {}               # row -> id (dead rows too); live id -> row
+        self._key, self._alive = _Grow(np.int64), _Grow(bool)  # order key and live flag per row
+        self._indptr, self._cols, self._cnt, self._dl = _Grow(np.int64, [0]), _Grow(np.int32), _Grow(np.int32), _Grow(np.int64)
+        self._n_dead, self._next_key, self._csr_ok = 0, 0, True  # _csr_ok False: only the CSC copy holds the counts
+        self._csc, self._ids, self._stale = None, [], True  # built by `_ensure`
+
+    def __len__(self): return len(self._row)
+    def __contains__(self, id): return id in self._row
     def __repr__(self): return f"BM25Index({len(self)} docs, k1={self.k1}, b={self.b})"
 
 # %% ../nbs/06_lexical.ipynb #200d5e22
+@patch
+def _append(self:BM25Index, ids:list, tokens:list):
+    "Append one segment of rows (ids with their token lists); replaced ids keep their order key."
+    self._rows(); voc, n = self._vocab, len(ids)
+    lens = np.fromiter((len(t) for t in tokens), np.int64, count=n)
+    allt = list(itertools.chain.from_iterable(tokens))
+    for t in dict.fromkeys(allt):
+        if t not in voc: voc[t] = len(voc)
+    flat = np.fromiter(map(voc.__getitem__, allt), np.int64, count=len(allt))
+    if len(voc) >= 2**31: raise LKTError("BM25Index: more than 2**31 distinct terms")
+    m = sp.csr_matrix((np.ones(len(flat), np.int32), flat, np.r_[0, np.cumsum(lens)]), shape=(n, len(voc)))
+    m.sum_duplicates()  # sorted columns, counts summed
+    R, base = len(self._rid), self._indptr.v[-1]
+    keys, alive = np.empty(n, np.int64), np.ones(n, bool)
+    for j, i in enumerate(ids):
+        r = self._row.get(i)
+        if r is None: keys[j] = self._next_key; self._next_key += 1
+        else:
+            if r < R: keys[j] = self._key.a[r]; self._alive.a[r] = False
+            else: keys[j] = keys[r - R]; alive[r - R] = False
+            self._n_dead += 1
+        self._row[i] = R + j
+    self._rid.extend(ids); self._key.extend(keys); self._alive.extend(alive)
+    self._indptr.extend(m.indptr[1:].astype(np.int64) + base); self._cols.extend(m.indices); self._cnt.extend(m.data)
+    self._dl.extend(lens); self._stale = True
+
 @patch
 def add(self:BM25Index, ids:list, # document ids
         texts:list, # their texts (tokenised here)
@@ -201,7 +279,8 @@ def add(self:BM25Index, ids:list, # document ids
     "Add (or replace) documents; the matrix is rebuilt lazily on the next query."
     ids, texts = list(ids), list(texts)
     if len(ids) != len(texts): raise LKTError(f"BM25Index.add: {len(ids)} ids but {len(texts)} texts")
-    for i, t in zip(ids, texts): self._docs[i] = list(self.tokenizer(t or ""))
+    for s in range(0, len(ids), self._BATCH):
+        self._append(ids[s:s+self._BATCH], [list(self.tokenizer(t or "")) for t in texts[s:s+self._BATCH]])
     self._stale = True; return self
 
 @patch
@@ -209,7 +288,8 @@ def add_tokens(self:BM25Index, ids:list, # document ids
                tokens:list, # their token lists (already tokenised with this index's tokenizer)
               ):
     "Add (or replace) pre-tokenised documents."
-    for i, t in zip(ids, tokens, strict=True): self._docs[i] = list(t)
+    pairs = list(zip(ids, tokens, strict=True)); ids, tokens = [i for i, _ in pairs], [t for _, t in pairs]
+    for s in range(0, len(ids), self._BATCH): self._append(ids[s:s+self._BATCH], [list(t) for t in tokens[s:s+self._BATCH]])
     self._stale = True; return self
 
 @patch
@@ -217,37 +297,105 @@ def fit(self:BM25Index, ids:list, # document ids
         texts:list, # their texts
        ):
     "Replace the index content by these documents."
-    self._docs = {}; return self.add(ids, texts)
+    self._reset(); return self.add(ids, texts)
 
 @patch
 def remove(self:BM25Index, ids:Iterable, # document ids (unknown ids are ignored)
           ):
     "Remove documents by id; rebuilt lazily."
-    for i in ids: self._docs.pop(i, None)
+    for i in ids:
+        r = self._row.pop(i, None)
+        if r is not None: self._alive.a[r] = False; self._n_dead += 1
     self._stale = True; return self
 
 @patch
-def tokens_of(self:BM25Index, ids:Iterable, # document ids
-             )->list:
-    "The stored token list of each id (None for an unknown id)."
-    return [self._docs.get(i) for i in ids]
+def _gather(self:BM25Index, rows:np.ndarray)->tuple:
+    "CSR (indptr, columns, counts) of these rows; row -1 gives an empty row."
+    self._rows(); rows = np.asarray(rows, np.int64); ok = rows >= 0; ip = self._indptr.v
+    r = np.where(ok, rows, 0); ln = np.where(ok, ip[r + 1] - ip[r], 0)
+    nip = np.zeros(len(rows) + 1, np.int64); np.cumsum(ln, out=nip[1:])
+    pos = np.repeat(ip[r] - nip[:-1], ln) + np.arange(nip[-1])
+    return nip, self._cols.v[pos], self._cnt.v[pos]
+
+@patch
+def _compact(self:BM25Index):
+    "Drop dead rows, live rows in order-key order."
+    if not self._n_dead: return
+    live = np.flatnonzero(self._alive.v)
+    order = live[np.argsort(self._key.v[live], kind="stable")]
+    ip, cols, cnt = self._gather(order)
+    self._indptr, self._cols, self._cnt = _Grow(np.int64, ip), _Grow(np.int32, cols), _Grow(np.int32, cnt)
+    self._dl, self._key = _Grow(np.int64, self._dl.v[order]), _Grow(np.int64, self._key.v[order])
+    self._alive = _Grow(bool, np.ones(len(order), bool))
+    self._rid = [self._rid[r] for r in order.tolist()]
+    self._row = dict(zip(self._rid, range(len(self._rid))))
+    self._n_dead = 0
+
+@patch
+def _rows(self:BM25Index):
+    "Make the CSR rows available (after `load` only the CSC copy exists; rebuilt from it once)."
+    if self._csr_ok: return
+    m = self._csc.tocsr()
+    self._indptr, self._cols, self._cnt = _Grow(np.int64, m.indptr), _Grow(np.int32, m.indices), _Grow(np.int32, m.data)
+    self._csr_ok = True
+
+@patch
+def _ensure(self:BM25Index):
+    if not self._stale: return
+    self._compact()
+    tf = sp.csr_matrix((self._cnt.v, self._cols.v, self._indptr.v), shape=(len(self._rid), len(self._vocab)))
+    self._query_ready(tf.tocsc())
+
+@patch
+def _query_ready(self:BM25Index, csc, # the counts by term
+                 scores:np.ndarray=None, # their float32 BM25Okapi scores (None: computed here)
+                ):
+    "Install the counts by term (CSC) and the score of each (document, term) count: all a query reads."
+    self._csc, self._ids = csc, list(self._rid)  # `ids` hands out this copy: later adds do not change it
+    self._score = _okapi_scores(csc, self._dl.v, self.k1, self.b) if scores is None else scores
+    self._stale = False
 
 @patch(as_prop=True)
 def ids(self:BM25Index)->list:
     "Document ids in index order (the order of `get_scores`)."
     self._ensure(); return self._ids
 
+@patch(as_prop=True)
+def vocab(self:BM25Index)->dict:
+    "The vocabulary, term -> column of `counts` (the index's own dict: read it, copy it before extending it)."
+    return self._vocab
+
 @patch
-def _ensure(self:BM25Index):
-    if not self._stale: return
-    self._ids = list(self._docs)
-    toks = list(self._docs.values())
-    self._engine = None
-    if any(toks):
-        eng = _OkapiEngine(method="robertson", k1=self.k1, b=self.b)
-        eng.index(toks, create_empty_token=False, show_progress=False)
-        self._engine = eng
-    self._stale = False
+def _terms_list(self:BM25Index)->list:
+    if len(self._terms) < len(self._vocab): self._terms.extend(itertools.islice(self._vocab, len(self._terms), None))
+    return self._terms
+
+@patch
+def tokens_of(self:BM25Index, ids:Iterable, # document ids
+             )->list:
+    "Each id's tokens rebuilt from its counts (each term `count` times, in column order; None for an unknown id)."
+    self._rows(); terms, ip, cols, cnt, out = self._terms_list(), self._indptr.v, self._cols.v, self._cnt.v, []
+    for i in ids:
+        r = self._row.get(i)
+        if r is None: out.append(None); continue
+        s, e = ip[r], ip[r + 1]
+        out.append([terms[c] for c, k in zip(cols[s:e].tolist(), cnt[s:e].tolist()) for _ in range(k)])
+    return out
+
+@patch
+def counts(self:BM25Index, ids:Iterable, # document ids
+          )->tuple:
+    "Term counts of `ids` (CSR, float, rows aligned with `ids`, all-zero for unknown ids) and the vocabulary."
+    rows = np.fromiter((self._row.get(i, -1) for i in ids), np.int64)
+    ip, cols, cnt = self._gather(rows)
+    return sp.csr_matrix((cnt.astype(float), cols, ip), shape=(len(rows), len(self._vocab))), self._vocab
+
+@patch
+def doc_lengths(self:BM25Index, ids:Iterable, # document ids
+               )->np.ndarray:
+    "Number of tokens of each id (0 for an unknown id)."
+    rows = np.fromiter((self._row.get(i, -1) for i in ids), np.int64)
+    return np.where(rows >= 0, self._dl.v[np.maximum(rows, 0)] if self._dl.n else 0, 0)
 
 # %% ../nbs/06_lexical.ipynb #8898afd5
 @patch
@@ -255,11 +403,11 @@ def get_scores(self:BM25Index, query:str, # query text
               )->np.ndarray:
     "BM25 score of every document, aligned with `ids`."
     self._ensure()
-    if self._engine is None: return np.zeros(len(self._ids), dtype=np.float32)
-    v = self._engine.vocab_dict
-    q = [v[t] for t in self.tokenizer(query or "") if t in v]
-    if not q: return np.zeros(len(self._ids), dtype=np.float32)
-    return self._engine.get_scores_from_ids(q)
+    s = np.zeros(len(self._ids), dtype=np.float32)
+    v, ip, ix, w = self._vocab, self._csc.indptr, self._csc.indices, self._score
+    for c in [v[t] for t in self.tokenizer(query or "") if t in v]:  # a repeated term counts once per occurrence
+        a, e = ip[c], ip[c + 1]; s[ix[a:e]] += w[a:e]  # the documents holding term c, each once
+    return s
 
 def top_positions(s:np.ndarray, # scores
                   k:int, # how many
@@ -290,46 +438,134 @@ def from_store(cls:BM25Index, store, # anything with `iter_chunks()` yielding `C
                b:float=0.75, # length normalisation
                tokenizer:Callable=tokenize, # text -> list of tokens
               )->BM25Index:
-    "Build an index over every chunk of an evidence store."
-    ids, texts = [], []
-    for c in store.iter_chunks(): ids.append(c.id); texts.append(c.text)
-    return cls(k1=k1, b=b, tokenizer=tokenizer).fit(ids, texts)
+    "Build an index over every chunk of an evidence store (in batches: the texts are not all held at once)."
+    idx, ids, texts = cls(k1=k1, b=b, tokenizer=tokenizer), [], []
+    for c in store.iter_chunks():
+        ids.append(c.id); texts.append(c.text)
+        if len(ids) == cls._BATCH: idx.add(ids, texts); ids, texts = [], []
+    return idx.add(ids, texts)
+
+_FILES = ("bm25_ids.json", "bm25_vocab.json", "bm25_counts.npz")
+
+def _write(path:Path, name:str, data:bytes=None, arrays:dict=None)->dict:
+    "Write one file through a temporary name; its size (and CRC-32 for bytes) for the meta file."
+    tmp = path/(name + ".tmp")
+    with open(tmp, "wb") as f:
+        if arrays is None: f.write(data)
+        else: np.savez(f, **arrays)
+    os.replace(tmp, path/name)
+    return {"bytes": (path/name).stat().st_size, **({"crc32": zlib.crc32(data)} if data is not None else {})}
 
 @patch
 def save(self:BM25Index, path, # directory to write (created if missing)
+         key:dict=None, # caller metadata stored with the index (e.g. hashes of the store it was built from)
         )->Path:
-    "Write `bm25.json` and `docs.jsonl` (JSON only, no pickle)."
+    "Write `bm25.json` (meta), `bm25_ids.json`, `bm25_vocab.json` and `bm25_counts.npz` (JSON and arrays, no pickle)."
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    meta = {"format": "lkt-bm25/1", "k1": self.k1, "b": self.b, "n_docs": len(self),
-            "tokenizer": describe_tokenizer(self.tokenizer)}
-    with open(path/"docs.jsonl", "w", encoding="utf-8") as f:
-        for i, toks in self._docs.items(): f.write(json.dumps({"id": i, "tokens": toks}, ensure_ascii=False) + "\n")
-    (path/"bm25.json").write_text(json.dumps(meta, indent=1))
+    self._ensure(); c = self._csc  # the by-term copy: what `load` hands to the first query as it is
+    js = lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    files = {"bm25_ids.json": _write(path, "bm25_ids.json", js(self._rid)),
+             "bm25_vocab.json": _write(path, "bm25_vocab.json", js(self._terms_list())),
+             "bm25_counts.npz": _write(path, "bm25_counts.npz", arrays=dict(indptr=c.indptr.astype(np.int64), rows=c.indices.astype(np.int32),
+                                                                            counts=c.data.astype(np.int32), scores=self._score,
+                                                                            lengths=self._dl.v))}
+    meta = {"format": "lkt-bm25/2", "k1": self.k1, "b": self.b, "n_docs": len(self), "n_terms": len(self._vocab),
+            "nnz": int(c.nnz), "layout": "csc", "tokenizer": describe_tokenizer(self.tokenizer), "key": key, "files": files}
+    _write(path, "bm25.json", json.dumps(meta, indent=1).encode())  # last: the other files are complete before it names them
+    self.key = key
     return path
 
+# %% ../nbs/06_lexical.ipynb #122853cb
+def _read_checked(f:Path, spec:dict)->bytes:
+    "A file's bytes after checking its size and CRC-32 against the meta file."
+    if not f.exists(): raise LKTError(f"{f}: missing (named in bm25.json)")
+    data = f.read_bytes()
+    if len(data) != spec.get("bytes"): raise LKTError(f"{f}: {len(data)} bytes, bm25.json says {spec.get('bytes')} (truncated or partly written)")
+    if "crc32" in spec and zlib.crc32(data) != spec["crc32"]: raise LKTError(f"{f}: CRC-32 mismatch (corrupted)")
+    return data
+
+def _unsorted_rows(ip:np.ndarray, cols:np.ndarray, block:int=1 << 24)->bool:
+    "Whether the indices of some row (CSR; of some column for CSC) do not strictly increase (by blocks: no full-size temporaries)."
+    starts = ip[1:-1]; starts = starts[(starts > 0) & (starts < len(cols))] - 1  # pairs (j, j+1) that cross into a new row
+    for s in range(0, max(len(cols) - 1, 0), block):
+        e = min(len(cols) - 1, s + block)
+        bad = cols[s + 1:e + 1] <= cols[s:e]
+        bad[starts[(starts >= s) & (starts < e)] - s] = False
+        if bad.any(): return True
+    return False
+
+def _load_v2(path:Path, meta:dict)->tuple:
+    "ids, terms and the CSR arrays of a format-2 directory, checked."
+    files = meta.get("files") or {}
+    if any(n not in files for n in _FILES): raise LKTError(f"{path/'bm25.json'}: incomplete (files {list(_FILES)} expected)")
+    def js(name):
+        try: return json.loads(_read_checked(path/name, files[name]).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e: raise LKTError(f"{path/name}: invalid JSON ({e})") from e
+    ids, terms = js("bm25_ids.json"), js("bm25_vocab.json")
+    f = path/"bm25_counts.npz"
+    if not f.exists(): raise LKTError(f"{f}: missing (named in bm25.json)")
+    if f.stat().st_size != files["bm25_counts.npz"].get("bytes"):
+        raise LKTError(f"{f}: {f.stat().st_size} bytes, bm25.json says {files['bm25_counts.npz'].get('bytes')} (truncated or partly written)")
+    try:
+        with np.load(f, allow_pickle=False) as z: a = {k: z[k] for k in ("indptr", "rows", "counts", "scores", "lengths")}
+    except Exception as e: raise LKTError(f"{f}: unreadable ({type(e).__name__}: {e})") from e
+    ip, rows, cnt, dl = a["indptr"], a["rows"], a["counts"], a["lengths"]  # CSC: one column per term
+    why = ("ids is not a list" if not isinstance(ids, list) else "vocab is not a list" if not isinstance(terms, list)
+           else f"{len(ids)} ids but bm25.json says {meta.get('n_docs')}" if len(ids) != meta.get("n_docs")
+           else "array shapes disagree" if not (len(ip) == len(terms) + 1 and len(ids) == len(dl) and len(rows) == len(cnt) == ip[-1] and ip[0] == 0)
+           else "indptr decreases" if (np.diff(ip) < 0).any()
+           else "document row out of range" if len(rows) and (rows.min() < 0 or rows.max() >= len(ids))
+           else "non-positive count" if len(cnt) and cnt.min() <= 0
+           else "scores do not match the counts" if a["scores"].dtype != np.float32 or len(a["scores"]) != len(cnt)
+           else "rows unsorted or repeated within a term" if _unsorted_rows(ip, rows)
+           else "lengths disagree with the counts" if len(dl) and (dl.min() < 0 or int(dl.sum()) != int(cnt.sum(dtype=np.int64)))
+           else None)
+    if why: raise LKTError(f"{f}: inconsistent index ({why})")
+    return ids, terms, ip, rows, cnt, a["scores"], dl
+
+def _load_v1(path:Path)->tuple:
+    "ids and token lists of a format-1 directory (`docs.jsonl`)."
+    if not (path/"docs.jsonl").exists(): raise LKTError(f"{path}: not a BM25 index directory (docs.jsonl expected for format 1)")
+    ids, toks = [], []
+    with open(path/"docs.jsonl", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try: d = json.loads(line); ids.append(d["id"]); toks.append(d["tokens"])
+            except (json.JSONDecodeError, KeyError, TypeError) as e: raise LKTError(f"{path/'docs.jsonl'} line {n}: invalid record ({e})") from e
+    return ids, toks
+
 @patch(cls_method=True)
-def load(cls:BM25Index, path, # directory written by `save`
+def load(cls:BM25Index, path, # directory written by `save` (format 2, or format 1: bm25.json + docs.jsonl)
          tokenizer:Callable=None, # required if the index was saved with a custom tokenizer
         )->BM25Index:
-    "Load an index written by `save` (the bm25s matrix is rebuilt from the stored tokens)."
+    "Load an index written by `save` without re-tokenising; `.key` is the `key` given to `save`."
     path = Path(path)
-    if not (path/"bm25.json").exists() or not (path/"docs.jsonl").exists():
-        raise LKTError(f"{path}: not a BM25 index directory (bm25.json and docs.jsonl expected)")
-    try: meta = json.loads((path/"bm25.json").read_text())
-    except json.JSONDecodeError as e: raise LKTError(f"{path/'bm25.json'}: invalid JSON ({e})") from e
+    if not (path/"bm25.json").exists(): raise LKTError(f"{path}: not a BM25 index directory (bm25.json expected)")
+    try: meta = json.loads((path/"bm25.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise LKTError(f"{path/'bm25.json'}: invalid JSON ({e})") from e
+    if not isinstance(meta, dict) or meta.get("format") not in ("lkt-bm25/1", "lkt-bm25/2"):
+        raise LKTError(f"{path/'bm25.json'}: unknown format {meta.get('format') if isinstance(meta, dict) else meta!r}")
     if tokenizer is None:
         if meta.get("tokenizer") is None:
             raise LKTError(f"{path}: saved with a custom tokenizer; pass the same `tokenizer=` to BM25Index.load")
         tokenizer = make_tokenizer(**meta["tokenizer"]) if meta["tokenizer"] else tokenize
-    ids, toks = [], []
-    with open(path/"docs.jsonl", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try: d = json.loads(line)
-            except json.JSONDecodeError as e: raise LKTError(f"{path/'docs.jsonl'} line {n}: invalid JSON ({e})") from e
-            ids.append(d["id"]); toks.append(d["tokens"])
-    idx = cls(k1=meta["k1"], b=meta["b"], tokenizer=tokenizer).add_tokens(ids, toks)
-    if len(idx) != meta.get("n_docs", len(idx)):
-        raise LKTError(f"{path}: docs.jsonl has {len(idx)} documents but bm25.json says {meta['n_docs']} (truncated write?)")
+    try: idx = cls(k1=float(meta["k1"]), b=float(meta["b"]), tokenizer=tokenizer)
+    except (KeyError, TypeError, ValueError) as e: raise LKTError(f"{path/'bm25.json'}: bad parameters ({e!r})") from e
+    idx.key = meta.get("key")
+    if meta["format"] == "lkt-bm25/1":
+        ids, toks = _load_v1(path)
+        idx.add_tokens(ids, toks)
+        if len(idx) != meta.get("n_docs", len(idx)):
+            raise LKTError(f"{path}: docs.jsonl has {len(idx)} documents but bm25.json says {meta['n_docs']} (truncated write?)")
+        return idx
+    ids, terms, ip, rows, cnt, scores, dl = _load_v2(path, meta)
+    idx._terms, idx._vocab = terms, dict(zip(terms, range(len(terms))))
+    idx._rid, idx._row = ids, dict(zip(ids, range(len(ids))))
+    if len(idx._vocab) != len(terms) or len(idx._row) != len(ids):
+        raise LKTError(f"{path}: duplicate {'terms' if len(idx._vocab) != len(terms) else 'ids'} (corrupted)")
+    idx._dl, idx._csr_ok = _Grow(np.int64, dl), False  # the CSR rows are rebuilt from the CSC on first need (`_rows`)
+    idx._key, idx._alive, idx._next_key = _Grow(np.int64, np.arange(len(ids))), _Grow(bool, np.ones(len(ids), bool)), len(ids)
+    it = np.int32 if len(rows) < 2**31 and len(ids) < 2**31 else np.int64
+    idx._query_ready(sp.csc_matrix((cnt, rows.astype(it, copy=False), ip.astype(it)), shape=(len(ids), len(terms))), scores)
     return idx
 
 # %% ../nbs/06_lexical.ipynb #457b9af5

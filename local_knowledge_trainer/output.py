@@ -66,7 +66,7 @@ def response_json(resp, # a `RAGResponse` from `KnowledgeTrainer.query`
 # %% ../nbs/22_output.ipynb #f5ff033a
 def base_stats(persist, # a base folder (`--persist`)
                model:str=None, # the embedding model to report when nothing is persisted yet (None: the default language's)
-               backend:str="faiss", # the vector backend to report when nothing is persisted yet
+               backend:str="auto", # the vector backend to report when nothing is persisted yet
                language:str="pt", # the language whose default model is reported when nothing is persisted and `model` is None
               )->dict:
     "The base's counts and configuration (the fields of `KnowledgeTrainer.stats`, plus `sources`), read from disk."

@@ -7,7 +7,7 @@ __all__ = ['MAX_K', 'MAX_QUESTION', 'MAX_PATH', 'Mode', 'LOGGERS', 'MAX_JOBS', '
            'IngestRequest', 'manifest_generation', 'publish_key', 'Job', 'ingest_json', 'validation_json', 'ErrorBody',
            'create_app', 'run_server']
 
-# %% ../nbs/23_serve.ipynb #de3ae164
+# %% ../nbs/23_serve.ipynb #de3c3a0d
 import contextlib, copy, hmac, json, logging, os, queue, threading, time, uuid
 from pathlib import Path
 from typing import Literal, Optional
@@ -28,7 +28,7 @@ from .persist import confine
 from .output import clean_json, redact, response_json, secret_values
 from .trainer import KnowledgeTrainer, ReadOnlyCache
 
-# %% ../nbs/23_serve.ipynb #9d11578b
+# %% ../nbs/23_serve.ipynb #ba023b7c
 class ServeError(LKTError):
     "An HTTP error: `status`, what went wrong and how to fix it (returned as JSON `{error, fix}`)."
     def __init__(self, status:int, # HTTP status code
@@ -38,7 +38,7 @@ class ServeError(LKTError):
                 ):
         super().__init__(error); store_attr()
 
-# %% ../nbs/23_serve.ipynb #75a7ea26
+# %% ../nbs/23_serve.ipynb #c87f8f1d
 MAX_K, MAX_QUESTION, MAX_PATH = 100, 4000, 4096
 Mode = Literal["hybrid", "dense", "sparse", "text", "graph"]
 
@@ -93,7 +93,7 @@ class IngestRequest(BaseModel):
             raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})")
         return self
 
-# %% ../nbs/23_serve.ipynb #15b6b89e
+# %% ../nbs/23_serve.ipynb #2022d50d
 def _ident(p:Path)->Optional[tuple]:
     try: s = p.stat(); return (s.st_ino, s.st_mtime_ns, s.st_size)
     except OSError: return None
@@ -111,7 +111,7 @@ def publish_key(persist_dir, # a base folder
     p = Path(persist_dir); g = manifest_generation(p)
     return (("generation", g) if g is not None else ("file", _ident(p / "vector_store" / "manifest.json")), _ident(p / "manifest.json"))
 
-# %% ../nbs/23_serve.ipynb #78bb8b1b
+# %% ../nbs/23_serve.ipynb #07ce523f
 _log = logging.getLogger("lkt.serve")
 
 class _Redactor:
@@ -144,7 +144,7 @@ def _json(obj, redactor, status:int=200, headers:dict=None)->Response:
     text = redactor(json.dumps(clean_json(obj), ensure_ascii=False, allow_nan=False, default=str))
     return Response(text.encode("utf-8", "replace"), status_code=status, media_type="application/json", headers=headers)
 
-# %% ../nbs/23_serve.ipynb #eb8de200
+# %% ../nbs/23_serve.ipynb #473a4057
 class Job:
     "An ingest job: what was asked, its state and progress, and its result or error."
     def __init__(self, path:str, # the resolved path to ingest
@@ -154,14 +154,14 @@ class Job:
         store_attr()
         self.id, self.state, self.stage = uuid.uuid4().hex[:12], "queued", None
         self.files_done, self.chunks_done, self.chunks_total = 0, 0, None
-        self.created, self.started, self.finished, self._t_stage = time.time(), None, None, None
+        self.created, self.started, self.finished, self._t = time.time(), None, None, {}
         self.result, self.error = None, None
 
     def progress(self, stage:str, done:int=None, total:int=None):
-        "Record progress: `stage` and (done, total) of its unit (files for parse, chunks for embed)."
-        if stage != self.stage:
-            if self.stage == "parse": self.files_done = self.files_total   # parsing is over: skipped and failed files count too
-            self.stage, self._t_stage = stage, time.monotonic()
+        "Record progress: files (parse) and chunks (embed) count apart, as an ingest interleaves them batch by batch."
+        self._t.setdefault(stage, time.monotonic())
+        if stage not in ("parse", "embed"): self.files_done = self.files_total   # publishing: every file was read (skipped and failed too)
+        self.stage = stage
         if stage == "parse":
             if done is not None: self.files_done = int(done)
             if total is not None: self.files_total = int(total)
@@ -172,11 +172,11 @@ class Job:
     @property
     def eta_s(self)->Optional[float]:
         "Seconds left in the current stage at its rate so far (None: unknown)."
-        if self.state != "running" or self._t_stage is None: return None
+        if self.state != "running" or self.stage not in self._t: return None
         done, total = (self.files_done, self.files_total) if self.stage == "parse" else \
                       (self.chunks_done, self.chunks_total) if self.stage == "embed" else (None, None)
         if not done or total is None: return None
-        return round((time.monotonic() - self._t_stage) / done * max(0, total - done), 1)
+        return round((time.monotonic() - self._t[self.stage]) / done * max(0, total - done), 1)
 
     def to_dict(self)->dict:
         "The job as `GET /jobs/{id}` returns it."
@@ -213,7 +213,7 @@ def ingest_json(r, # an `IngestResult`
     if getattr(r, "removed", None) is not None: out["removed"] = r.removed
     return out
 
-# %% ../nbs/23_serve.ipynb #1912af87
+# %% ../nbs/23_serve.ipynb #5bd21f24
 def _pin(store):
     "Start a read transaction on the store's connection, so its reads all see this moment's SQLite snapshot (WAL)."
     conn = getattr(store, "conn", None)
@@ -236,7 +236,7 @@ def _llm_fn(llm, url:str=None, timeout:float=60.0):
     make, default = (ollama_llm, "http://localhost:11434") if kind == "ollama" else (openai_compatible_llm, "http://localhost:8000/v1")
     return make(model, url or default, timeout=timeout) if kind == "ollama" else make(model, base_url=url or default, timeout=timeout)
 
-# %% ../nbs/23_serve.ipynb #a7c25165
+# %% ../nbs/23_serve.ipynb #b2f65cd6
 class _Service:
     "The served reader, its reloads and leases, and the single writer (ingest jobs and removals)."
     def __init__(self, persist_dir, allow_roots=(), llm=None, llm_timeout:float=60.0, trainer=None, poll_s:float=0.5,
@@ -350,7 +350,7 @@ class _Service:
             s = self.served; s.retired = True; done = s.refs == 0; self.closed = True
         if done: self._close(s)
 
-# %% ../nbs/23_serve.ipynb #4010aa03
+# %% ../nbs/23_serve.ipynb #dd4aa538
 def _allowed(real:str, roots:list)->bool:
     "Whether the real path `real` lies inside one of `roots` (`persist.confine`'s rule)."
     for r in roots:
@@ -374,7 +374,7 @@ def confine(self:_Service, path:str, # the path a client sent (relative: to the 
                          f"check the path (a relative path starts at {self.allow_roots[0]})")
     return real
 
-# %% ../nbs/23_serve.ipynb #a762e7e1
+# %% ../nbs/23_serve.ipynb #34a81e81
 MAX_JOBS = 100   # finished jobs kept for GET /jobs
 
 @patch
@@ -469,7 +469,7 @@ def remove(self:_Service, source:str, # a stored source, as `GET /stats` lists i
         return {"source": source, "removed_chunks": n, "stats": stats}
     finally: self._writing.release()
 
-# %% ../nbs/23_serve.ipynb #7d40c0f1
+# %% ../nbs/23_serve.ipynb #7a422b29
 STATIC = Path(_pkg.__file__).parent / "static" / "serve"   # shipped as package data (setup.py)
 _FIX = {"question": "send a question of 1 to 4000 characters without NUL bytes",
         "k": f"send k as an integer from 1 to {MAX_K}",
@@ -493,7 +493,7 @@ def validation_json(errors:list, # pydantic/FastAPI validation errors
                                     f"correct {f['field']} (the schemas are at /docs)") for f in fields)
     return {"error": "; ".join(f"{f['field']}: {f['message']}" for f in fields) or "invalid request", "fix": " ".join(fixes), "fields": fields}
 
-# %% ../nbs/23_serve.ipynb #f56e5680
+# %% ../nbs/23_serve.ipynb #e71eba06
 _CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 _CSP_DOCS = "default-src 'self' 'unsafe-inline' data: blob:; object-src 'none'; frame-ancestors 'none'; base-uri 'none'"
 
@@ -553,7 +553,7 @@ class _Guard:
                         "fix": "the server's log has the details under this request id; report it if it persists"}
                 await _json(body, self.redactor, 500)(scope, receive, send2)
 
-# %% ../nbs/23_serve.ipynb #8b7b4e8c
+# %% ../nbs/23_serve.ipynb #4d317920
 class ErrorBody(BaseModel):
     "Every error response: what is wrong and what to send instead."
     error: str
@@ -728,7 +728,7 @@ def create_app(persist_dir, # the base folder to serve (`--persist`)
 
     return app
 
-# %% ../nbs/23_serve.ipynb #deaa7ab8
+# %% ../nbs/23_serve.ipynb #5892de2a
 @delegates(create_app, but=["token", "allow_roots"])
 def run_server(persist_dir, # the base folder to serve
                host:str="127.0.0.1", # address to listen on (a non-loopback one needs a token)

@@ -1,0 +1,238 @@
+"""Scale: ingest, open, query, memory, disk and ANN recall of a persisted base at 10k, 100k and 1M chunks (JSON on stdout).
+
+Embedding a million chunks with a real model takes hours on 2 cores, so the chunks here are REAL TEXT (sentences sampled,
+seeded by content, from the shared BEIR collections cisi, cacm, pt_faquad and zh_cmrc2018_dev, recombined into documents)
+embedded by a fast STAND-IN embedder: `HashingBackend(dim=384)` (feature hashing of the words, the real dimension of
+all-MiniLM-L6-v2 and multilingual-e5-small). Every figure that depends on the encoder excludes it: ingest rates are given
+without the encode time, queries are timed after their vector is computed. The ANN recall is measured on these vectors
+and, separately, on real all-MiniLM-L6-v2 vectors from the bench embedding cache when it exists.
+
+    python bench/scale.py                      # 10k and 100k (about 10 minutes)
+    python bench/scale.py --sizes 10000 100000 1000000 --out bench/measured/scale.json
+
+Each size runs in fresh processes (one ingests, one opens and queries), so peak RSS is that of one job.
+"""
+import argparse, hashlib, json, os, platform, re, resource, shutil, sqlite3, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+COLLECTIONS = ("cisi", "cacm", "pt_faquad", "zh_cmrc2018_dev")
+WORK = Path(os.environ.get("LKT_SCALE_DIR", "/tmp/lkt_scale"))
+CHUNK_WORDS, CHUNKS_PER_DOC, N_QUERIES = 80, 100, 200
+GOALS = {"hybrid_p50_ms": 50, "peak_rss_gb": 6, "open_plus_first_query_s": 10}
+
+
+def peak_rss_mb() -> float:
+    "Peak resident set size of this process (VmHWM), in MB."
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"): return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def sentence_pool() -> tuple:
+    "Sentences of the shared collections (corpus order) and a content seed."
+    sents = []
+    for c in COLLECTIONS:
+        with open(SHARED / c / "corpus.jsonl", encoding="utf-8") as f:
+            for line in f:
+                d = json.loads(line)
+                text = " ".join(x for x in (d.get("title"), d.get("text")) if x)
+                sents += [s.strip() for s in re.split(r"(?<=[.!?。！？])\s+|(?<=[。！？])", text) if len(s.strip()) > 20]
+    seed = int(hashlib.sha256("\n".join(sents).encode()).hexdigest()[:16], 16)
+    return sents, seed
+
+
+def make_corpus(n_chunks: int, folder: Path) -> dict:
+    "Write n_chunks / CHUNKS_PER_DOC text files of real sentences (content-seeded), each about CHUNKS_PER_DOC chunks long."
+    import numpy as np
+    sents, seed = sentence_pool()
+    rng = np.random.default_rng(seed)
+    held = set(rng.choice(len(sents), size=len(sents) // 20, replace=False).tolist())   # held out: the queries' source
+    pool = [s for i, s in enumerate(sents) if i not in held]
+    words = np.array([max(1, len(s.split())) for s in pool])
+    n_docs = max(1, n_chunks // CHUNKS_PER_DOC)
+    target = CHUNK_WORDS * CHUNKS_PER_DOC
+    folder.mkdir(parents=True, exist_ok=True)
+    per = int(target / words.mean()) + 1
+    for d in range(n_docs):
+        idx = rng.integers(len(pool), size=per)
+        (folder / f"d{d:06d}.txt").write_text(f"Document {d}\n\n" + " ".join(pool[i] for i in idx), encoding="utf-8")
+    qs = []
+    hs = sorted(held)
+    for j in rng.choice(len(hs), size=N_QUERIES, replace=False):
+        w = sents[hs[j]].split()
+        k = int(rng.integers(3, 9)); a = int(rng.integers(0, max(1, len(w) - k)))
+        qs.append(" ".join(w[a:a + k]) if len(w) > 1 else sents[hs[j]][:12])
+    (folder.parent / f"queries_{n_chunks}.json").write_text(json.dumps(qs, ensure_ascii=False))
+    return {"documents": n_docs, "sentences_in_pool": len(pool), "held_out_sentences": len(held), "seed": seed}
+
+
+class TimedHashing:
+    "A HashingBackend(dim=384) that adds up its own encode time (the stand-in encoder's cost, excluded from the rates)."
+    def __new__(cls):
+        from local_knowledge_trainer.embeddings import HashingBackend
+        class _T(HashingBackend):
+            seconds = 0.0
+            def encode_passages(self, texts, threads=1):
+                t = time.perf_counter()
+                try: return super().encode_passages(texts, threads)
+                finally: type(self).seconds += time.perf_counter() - t
+        b = _T(dim=384); b.name = "hashing-384"
+        return b
+
+
+def trainer(persist: Path, backend=None):
+    from local_knowledge_trainer import KnowledgeTrainer
+    from local_knowledge_trainer.embeddings import Embedder
+    emb = Embedder(backend or TimedHashing(), threads=1)
+    return KnowledgeTrainer(embedding_model=emb, persist_dir=str(persist), chunk_size=CHUNK_WORDS, chunk_overlap=0, language="multi",
+                            build_graph=False, tune_fusion=False, warm=False, show_progress=False)
+
+
+def du(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def job_ingest(n: int) -> dict:
+    corpus, persist = WORK / f"corpus_{n}", WORK / f"base_{n}"
+    shutil.rmtree(persist, ignore_errors=True)
+    t = time.perf_counter(); kt = trainer(persist); backend = kt.embedder.backend
+    r = kt.ingest(str(corpus))
+    wall = time.perf_counter() - t
+    out = {"chunks": r.chunks, "documents": len(r.approved_docs), "errors": len(r.errors), "wall_s": round(wall, 1),
+           "encode_s": round(backend.seconds, 1), "chunks_per_s_excluding_encode": round(r.chunks / max(wall - backend.seconds, 1e-9), 1),
+           "chunks_per_s_including_encode": round(r.chunks / wall, 1), "vector_store": kt.vectors.kind,
+           "vector_active": getattr(kt.vectors, "active", kt.vectors.kind), "peak_rss_mb": round(peak_rss_mb()),
+           "disk_mb": {"total": round(du(persist) / 2**20), "evidence.sqlite": round((persist / "evidence.sqlite").stat().st_size / 2**20),
+                       "vector_store": round(du(persist / "vector_store") / 2**20), "cache": round(du(persist / "cache") / 2**20)}}
+    t = time.perf_counter(); r2 = kt.ingest(str(corpus)); out["reingest_unchanged_s"] = round(time.perf_counter() - t, 1)
+    out["reingest_unchanged"] = len(r2.unchanged)
+    kt.close()
+    return out
+
+
+def job_open(n: int) -> dict:
+    import numpy as np
+    persist = WORK / f"base_{n}"
+    qs = json.loads((WORK / f"queries_{n}.json").read_text())
+    t0 = time.perf_counter(); kt = trainer(persist); t_open = time.perf_counter() - t0
+    emb = kt.embedder
+    emb.encode_query(qs[0])                               # the stand-in's query vector, outside the timing
+    t = time.perf_counter(); first = kt.query(qs[0], k=10, return_confidence=False); t_first = time.perf_counter() - t
+    out = {"open_s": round(t_open, 2), "first_query_s": round(t_first, 3), "open_plus_first_query_s": round(t_open + t_first, 2),
+           "vector_active": getattr(kt.vectors, "active", kt.vectors.kind), "chunks": len(kt.store)}
+    for q in qs: emb.encode_query(q)                      # every query vector computed once, so timings exclude the encode
+    modes = {}
+    for mode in ("hybrid", "dense", "sparse", "text"):
+        ms = []
+        for q in qs:
+            t = time.perf_counter(); kt.query(q, k=10, mode=mode, return_confidence=False); ms.append((time.perf_counter() - t) * 1000)
+        modes[mode] = {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+    out["query_ms_excluding_encode"] = modes
+    # ANN recall@10 against exact search over the same vectors
+    ids = kt.vectors.ids(); X = kt.vectors.get_vectors(ids)
+    Q = np.stack([emb.encode_query(q) for q in qs]).astype(np.float32)
+    exact = np.argsort(-(Q @ X.T), axis=1)[:, :10]
+    got = kt.vectors.search(Q, 10)
+    rec = np.mean([len({ids[j] for j in e} & {i for i, _ in g}) / 10 for e, g in zip(exact, got)])
+    out["recall_at_10_vs_exact"] = round(float(rec), 4)
+    out["peak_rss_mb"] = round(peak_rss_mb())
+    kt.close()
+    return out
+
+
+def real_recall() -> dict:
+    "Recall@10 of the default FaissHNSWStore against exact search on real all-MiniLM-L6-v2 vectors (bench embedding cache), before and after 10% deletions."
+    import numpy as np
+    from local_knowledge_trainer.vector_store import FaissHNSWStore, NumpyStore
+    db = Path(os.environ.get("LKT_CACHE_DIR", Path.home() / ".cache" / "lkt")) / "beir" / "embeddings.sqlite"
+    if not db.exists(): return {"skipped": f"{db} not found (run bench/quality.py first)"}
+    rows = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute(
+        "SELECT vec FROM emb WHERE model='all-MiniLM-L6-v2' AND dim=384").fetchall()
+    V = np.frombuffer(b"".join(r[0] for r in rows), np.float32).reshape(len(rows), 384)
+    V = np.unique(V, axis=0)
+    rng = np.random.default_rng(int(hashlib.sha256(V[:100].tobytes()).hexdigest()[:16], 16))
+    perm = rng.permutation(len(V)); Q, X = V[perm[:1000]], V[perm[1000:]]
+    ids = [f"c{i}" for i in range(len(X))]
+    t = time.perf_counter(); h = FaissHNSWStore(384); h.add(ids, X); build = time.perf_counter() - t
+    def recall(store_ids, Xs):
+        ex = np.argsort(-(Q @ Xs.T), axis=1)[:, :10]
+        got = h.search(Q, 10)
+        return float(np.mean([len({store_ids[j] for j in e} & {i for i, _ in g}) / 10 for e, g in zip(ex, got)]))
+    r0 = recall(ids, X)
+    t = time.perf_counter(); h.search(Q, 10); ms = (time.perf_counter() - t) * 1000 / len(Q)
+    drop = set(rng.choice(len(ids), size=len(ids) // 10, replace=False).tolist())
+    h.remove([ids[i] for i in drop])
+    keep = [i for i in range(len(ids)) if i not in drop]
+    r1 = recall([ids[i] for i in keep], X[keep])
+    return {"vectors": len(X), "queries": len(Q), "params": h.params(), "build_s": round(build, 1), "recall_at_10": round(r0, 4),
+            "search_ms_per_query": round(ms, 3), "after_10pct_deletions": {"recall_at_10": round(r1, 4), "tombstones": h.n_tombstones}}
+
+
+def exact_vs_hnsw(sizes=(10_000, 100_000, 300_000)) -> list:
+    "p50 of one exact search (NumpyStore) against HNSW (FaissHNSWStore) at growing sizes, on clustered unit vectors: the EXACT_MAX choice."
+    import numpy as np
+    from local_knowledge_trainer.vector_store import FaissHNSWStore, NumpyStore
+    rng = np.random.default_rng(15)
+    C = rng.normal(size=(300, 384)).astype(np.float32)
+    out = []
+    for n in sizes:
+        X = C[rng.integers(300, size=n)] + 0.6 * rng.normal(size=(n, 384)).astype(np.float32)
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        Q = X[rng.integers(n, size=100)] + 0.3 * rng.normal(size=(100, 384)).astype(np.float32)
+        ids = [str(i) for i in range(n)]
+        row = {"n": n}
+        for name, st in (("exact", NumpyStore(384)), ("hnsw", FaissHNSWStore(384))):
+            t = time.perf_counter(); st.add(ids, X); row[f"{name}_build_s"] = round(time.perf_counter() - t, 1)
+            ms = []
+            for q in Q:
+                t = time.perf_counter(); st.search(q, 10); ms.append((time.perf_counter() - t) * 1000)
+            row[f"{name}_p50_ms"] = round(float(np.percentile(ms, 50)), 3)
+        out.append(row)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--job", choices=["ingest", "open"]); ap.add_argument("--n", type=int)
+    ap.add_argument("--out"); ap.add_argument("--keep", action="store_true", help="keep the corpora and bases in $LKT_SCALE_DIR")
+    a = ap.parse_args()
+    if a.job:
+        print(json.dumps(job_ingest(a.n) if a.job == "ingest" else job_open(a.n))); return
+    if not SHARED.exists():
+        print(json.dumps({"skipped": f"{SHARED} not found: the scale bench samples its text from the shared collections"})); return
+    import faiss, numpy as np, local_knowledge_trainer
+    from local_knowledge_trainer.vector_store import EXACT_MAX
+    res = {"bench": "scale", "stand_in_embedder": "HashingBackend(dim=384): feature hashing of the words (the real dimension); "
+                                                    "text is real, sampled from " + ", ".join(COLLECTIONS),
+           "chunking": {"chunk_size_words": CHUNK_WORDS, "overlap": 0, "chunks_per_document": CHUNKS_PER_DOC},
+           "settings": {"build_graph": False, "tune_fusion": False, "warm": False, "vector_store": "auto", "EXACT_MAX": EXACT_MAX},
+           "goals": GOALS, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "faiss": faiss.__version__,
+                                       "numpy": np.__version__, "lkt": local_knowledge_trainer.__version__}, "sizes": {}}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LKT_THREADS": "1"}
+    for n in a.sizes:
+        t = time.perf_counter(); info = make_corpus(n, WORK / f"corpus_{n}"); info["generate_s"] = round(time.perf_counter() - t, 1)
+        row = {"corpus": info}
+        for job in ("ingest", "open"):
+            p = subprocess.run([sys.executable, __file__, "--job", job, "--n", str(n)], env=env, capture_output=True, text=True)
+            if p.returncode: row[job] = {"error": p.stderr[-2000:]}; break
+            row[job] = json.loads(p.stdout.strip().splitlines()[-1])
+        o, i = row.get("open", {}), row.get("ingest", {})
+        if "query_ms_excluding_encode" in o:
+            row["goals_met"] = {"hybrid_p50_ms": o["query_ms_excluding_encode"]["hybrid"]["p50_ms"] <= GOALS["hybrid_p50_ms"],
+                                "peak_rss_gb": max(i.get("peak_rss_mb", 0), o.get("peak_rss_mb", 0)) / 1024 <= GOALS["peak_rss_gb"],
+                                "open_plus_first_query_s": o["open_plus_first_query_s"] <= GOALS["open_plus_first_query_s"]}
+        res["sizes"][str(n)] = row
+        if not a.keep: shutil.rmtree(WORK / f"corpus_{n}", ignore_errors=True); shutil.rmtree(WORK / f"base_{n}", ignore_errors=True)
+        print(json.dumps({n: row}), file=sys.stderr)
+    res["exact_vs_hnsw"] = exact_vs_hnsw()
+    res["real_embeddings_recall"] = real_recall()
+    s = json.dumps(res, indent=1)
+    if a.out: Path(a.out).write_text(s + "\n")
+    print(s)
+
+
+if __name__ == "__main__":
+    main()
