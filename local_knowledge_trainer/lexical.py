@@ -6,7 +6,7 @@
 __all__ = ['STOPWORDS', 'fold_accents', 'tokenize', 'own_words', 'query_language', 'describe_tokenizer', 'make_tokenizer',
            'okapi_idf', 'okapi_tf', 'term_matrix', 'BM25Index', 'top_positions', 'explain']
 
-# %% ../nbs/06_lexical.ipynb #49eaa0c6
+# %% ../nbs/06_lexical.ipynb #302c9fb5
 import functools, itertools, json, math, os, re, unicodedata, zlib
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -19,7 +19,7 @@ from fastcore.basics import patch
 from .core import LKTError
 from .text import CJK_CLASS, detect_language
 
-# %% ../nbs/06_lexical.ipynb #e76b1d79
+# %% ../nbs/06_lexical.ipynb #19b324b5
 _TOKEN_RE = re.compile(rf"([{CJK_CLASS}]+)|[^\W{CJK_CLASS}]+")  # group 1: a CJK run; otherwise a run of non-CJK word characters
 
 STOPWORDS = {"en": frozenset(_bsw.STOPWORDS_EN_PLUS), "pt": frozenset(_bsw.STOPWORDS_PORTUGUESE)}
@@ -67,7 +67,7 @@ def tokenize(text:str, # text in any language
             out.extend(p for p in t.split("_") if p and p not in sw)
     return out
 
-# %% ../nbs/06_lexical.ipynb #c1a0e001
+# %% ../nbs/06_lexical.ipynb #6b92ea9c
 _CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
 _LETTER = re.compile(r"[^\W\d_]")
 _QUOTED = re.compile(r"「[^」]*」|『[^』]*』|《[^》]*》|〈[^〉]*〉|“[^”]*”|‘[^’]*’|„[^“”]*[“”]|«[^»]*»|\"[^\"]*\"|`[^`]*`"
@@ -86,7 +86,7 @@ def own_words(text:str, # a question (or any text)
     s = s[:h] + _NAME.sub(" ", s[h:])
     return s if _LETTER.search(s) else text
 
-# %% ../nbs/06_lexical.ipynb #03f7e94d
+# %% ../nbs/06_lexical.ipynb #40170890
 _PT_EXTRA = frozenset({"quais", "qual", "onde", "quando", "quantos", "quantas", "quanto", "quem", "como", "porque", "existe", "sobre"})
 _PIECES = frozenset({"d", "ll", "m", "ma", "re", "s", "t", "ve", "y"})  # English "stopwords" that are contraction pieces
 _PT_MARKS = set("ãõçáéíóúâêôàü")
@@ -119,7 +119,7 @@ def query_language(text:str, # a query, a chunk or any text
     cjk_wins = f_cjk > f_lat if f_cjk != f_lat else len(cjk) > len(toks)
     return script if cjk_wins else _latin_language(toks, own, text)
 
-# %% ../nbs/06_lexical.ipynb #12199796
+# %% ../nbs/06_lexical.ipynb #7bc0eea6
 def describe_tokenizer(tok)->Optional[dict]:
     "JSON description of `tokenize` or a `functools.partial` of it; None for any other callable."
     if tok is tokenize: return {}
@@ -165,7 +165,7 @@ def term_matrix(token_lists:list, # tokens of each document
     tf.sum_duplicates()
     return tf, vocab, lens.astype(float)
 
-# %% ../nbs/06_lexical.ipynb #7dd4e651
+# %% ../nbs/06_lexical.ipynb #de4b26ac
 def _okapi_scores(tf, # documents × terms counts, CSC
                   dl:np.ndarray, # document lengths in tokens
                   k1:float=1.5, b:float=0.75,
@@ -207,7 +207,7 @@ class _OkapiEngine(bm25s.BM25):
         eng.scores, eng.vocab_dict = eng.scores_from_counts(tf, dl), vocab
         return eng
 
-# %% ../nbs/06_lexical.ipynb #e19c78da
+# %% ../nbs/06_lexical.ipynb #09e582de
 class _Grow:
     "A 1-d numpy array with amortised appends (capacity grows ×1.5)."
     def __init__(self, dtype, a=None):
@@ -220,7 +220,7 @@ class _Grow:
     @property
     def v(self)->np.ndarray: return self.a[:self.n]
 
-# %% ../nbs/06_lexical.ipynb #6ca419fb
+# %% ../nbs/06_lexical.ipynb #eebbff78
 class BM25Index:
     "Okapi BM25 over chunk texts: sparse counts, BM25Okapi scores, incremental add/remove, flat-file persistence."
     _BATCH = 8192  # texts tokenised and appended per step inside `add`
@@ -245,7 +245,7 @@ class BM25Index:
     def __contains__(self, id): return id in self._row
     def __repr__(self): return f"BM25Index({len(self)} docs, k1={self.k1}, b={self.b})"
 
-# %% ../nbs/06_lexical.ipynb #200d5e22
+# %% ../nbs/06_lexical.ipynb #7255dc0c
 @patch
 def _append(self:BM25Index, ids:list, tokens:list):
     "Append one segment of rows (ids with their token lists); replaced ids keep their order key."
@@ -397,7 +397,19 @@ def doc_lengths(self:BM25Index, ids:Iterable, # document ids
     rows = np.fromiter((self._row.get(i, -1) for i in ids), np.int64)
     return np.where(rows >= 0, self._dl.v[np.maximum(rows, 0)] if self._dl.n else 0, 0)
 
-# %% ../nbs/06_lexical.ipynb #8898afd5
+@patch
+def idf(self:BM25Index, tokens:list, # tokens (already tokenised with this index's tokenizer)
+       )->tuple:
+    "(BM25Okapi idf of each token, None for a term no document holds; the largest idf of a held term) over the live documents."
+    self._ensure()
+    if getattr(self, "_idf_of", (None,))[0] is not self._csc:   # once per state of the index
+        df = np.diff(self._csc.indptr); self._idf_of = (self._csc, okapi_idf(df, len(self._ids)), df)
+    _, idf, df = self._idf_of
+    cols = [self._vocab.get(t) for t in tokens]
+    held = idf[df > 0]
+    return [float(idf[c]) if c is not None and df[c] > 0 else None for c in cols], (float(held.max()) if len(held) else 0.0)
+
+# %% ../nbs/06_lexical.ipynb #e7cf8303
 @patch
 def get_scores(self:BM25Index, query:str, # query text
               )->np.ndarray:
@@ -431,7 +443,7 @@ def search(self:BM25Index, query:str, # query text
     if k <= 0 or not len(s): return []
     return [(self._ids[i], float(s[i])) for i in top_positions(s, k)]
 
-# %% ../nbs/06_lexical.ipynb #06651ea0
+# %% ../nbs/06_lexical.ipynb #1fcf1c91
 @patch(cls_method=True)
 def from_store(cls:BM25Index, store, # anything with `iter_chunks()` yielding `Chunk`s
                k1:float=1.5, # term-frequency saturation
@@ -475,7 +487,7 @@ def save(self:BM25Index, path, # directory to write (created if missing)
     self.key = key
     return path
 
-# %% ../nbs/06_lexical.ipynb #122853cb
+# %% ../nbs/06_lexical.ipynb #d6b6d4fd
 def _read_checked(f:Path, spec:dict)->bytes:
     "A file's bytes after checking its size and CRC-32 against the meta file."
     if not f.exists(): raise LKTError(f"{f}: missing (named in bm25.json)")
@@ -568,7 +580,7 @@ def load(cls:BM25Index, path, # directory written by `save` (format 2, or format
     idx._query_ready(sp.csc_matrix((cnt, rows.astype(it, copy=False), ip.astype(it)), shape=(len(ids), len(terms))), scores)
     return idx
 
-# %% ../nbs/06_lexical.ipynb #457b9af5
+# %% ../nbs/06_lexical.ipynb #29baedf4
 def explain(index:BM25Index, # a fitted index
             query:str, # query text
             id:str, # document id
