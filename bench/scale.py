@@ -152,6 +152,17 @@ def job_open(n: int) -> dict:
     out["recall_at_10_vs_exact"] = round(float(np.mean([sum(sc >= t for _, sc in g) / 10 for t, g in zip(kth, got)])), 4)
     out["recall_at_10_by_ids"] = round(float(np.mean([len({ids[j] for j in e} & {i for i, _ in g}) / 10 for e, g in zip(bid, got)])), 4)
     out["vector_params"] = kt.vectors.params()
+    out["peak_rss_mb_before_removal"] = round(peak_rss_mb())
+    # deletions at this size: remove 3 documents, one write each (lock, tombstones or rows dropped, BM25, publish), then query again
+    srcs = kt.sources()[:3]
+    t = time.perf_counter(); removed = sum(kt.remove(s) for s in srcs); t_rm = time.perf_counter() - t
+    ms = []
+    for q in qs[:100]:
+        t = time.perf_counter(); kt.query(q, k=10, return_confidence=False); ms.append((time.perf_counter() - t) * 1000)
+    got = kt.vectors.search(Q, 10); gone = set(kt.store.chunk_ids())
+    out["removal"] = {"documents": len(srcs), "chunks": removed, "seconds": round(t_rm, 1), "tombstones": getattr(getattr(kt.vectors, "inner", None), "n_tombstones", 0),
+                      "hybrid_p50_ms_after": round(float(np.percentile(ms, 50)), 2),
+                      "removed_ids_returned": int(sum(i not in gone for g in got for i, _ in g))}
     out["peak_rss_mb"] = round(peak_rss_mb())
     kt.close()
     return out

@@ -8,7 +8,7 @@ __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LEXICAL_HASHES', 
            'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer', 'fusion_summary', 'clean_question', 'ollama_llm',
            'openai_compatible_llm']
 
-# %% ../nbs/21_trainer.ipynb #afe43c1f
+# %% ../nbs/21_trainer.ipynb #23fc3079
 import contextlib, datetime, hashlib, importlib, inspect, json, numbers, os, re, sqlite3, sys, threading, time, warnings
 from pathlib import Path
 from types import MethodType
@@ -28,7 +28,7 @@ from .embeddings import Embedder, EmbeddingCache, model_for_language
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers
 
-# %% ../nbs/21_trainer.ipynb #c67872a1
+# %% ../nbs/21_trainer.ipynb #b1ef7411
 FORMAT_VERSION = 1
 INGEST_BATCH = 2000  # chunks parsed, embedded and committed together: an ingest holds one batch in memory, and an interrupted one keeps every batch before
 NO_LLM_HEADER = "[No LLM configured] Context:"
@@ -65,7 +65,7 @@ class BaseManifest(Strict):
     updated:str # ISO time of the publish
     generation:int=0 # the vector store's generation this manifest describes (0: written before generations)
 
-# %% ../nbs/21_trainer.ipynb #1b72d594
+# %% ../nbs/21_trainer.ipynb #9fdf1d4a
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 def _terms(s:str)->set:
@@ -93,7 +93,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/21_trainer.ipynb #f714fb76
+# %% ../nbs/21_trainer.ipynb #25d47bdf
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -113,7 +113,7 @@ def grounded_prompt(question:str, # the user's question
 
 
 
-# %% ../nbs/21_trainer.ipynb #3f12e0b6
+# %% ../nbs/21_trainer.ipynb #1448abfe
 class ReadOnlyCache(EmbeddingCache):
     "A base's embedding cache opened by a reader: saved vectors are read, new ones stay in memory (nothing is written)."
     def __init__(self, cache_dir, # the base's cache folder (it may not exist)
@@ -134,7 +134,7 @@ class ReadOnlyCache(EmbeddingCache):
     def put_many(self, items):
         with self._lock: self.mem.update(items)
 
-# %% ../nbs/21_trainer.ipynb #4a1626fb
+# %% ../nbs/21_trainer.ipynb #576ef511
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model=None, # model name or alias, local model directory, `EmbeddingBackend` or `Embedder`; None: the base's recorded model, else `model_for_language(language)`
@@ -170,7 +170,7 @@ class KnowledgeTrainer:
         self._thread_lock = threading.RLock()
         self._load()
 
-# %% ../nbs/21_trainer.ipynb #6e69d409
+# %% ../nbs/21_trainer.ipynb #9e9ef737
 @patch
 def _open_store(self:KnowledgeTrainer)->EvidenceStore:
     "The evidence store to use: read-only for a reader, read-write for a writer, an empty one in memory for a base not written yet."
@@ -210,7 +210,7 @@ def _h8(hexes:list)->np.ndarray:
 
 CONFIDENCE_FILE = "confidence.json"  # the answer-confidence models fitted for the published state (`19_confidence.models_json`)
 
-def _save_derived(kb, store:EvidenceStore, d:Path):
+def _save_derived(kb, store:EvidenceStore, d:Path)->dict:
     "Write the derived indexes into the vector store's staging folder `d`: BM25 keyed by the store's content with per-chunk hashes, and the fitted confidence models."
     rows = store.chunk_hashes()
     kb.lexical.save(d, key={"content_sha256": content_key(rows)})
@@ -218,7 +218,9 @@ def _save_derived(kb, store:EvidenceStore, d:Path):
     with open(d / LEXICAL_HASHES, "wb") as f: np.save(f, _h8([by[i] for i in kb.lexical.ids]), allow_pickle=False)
     conf = sys.modules.get("local_knowledge_trainer.confidence")   # not imported: nothing was fitted in this process
     models = conf.fitted_models(kb) if conf is not None else []
-    if models: (d / CONFIDENCE_FILE).write_text(conf.models_json(models))
+    text = conf.models_json(models) if models else None
+    if text: (d / CONFIDENCE_FILE).write_text(text)
+    return {"lexical": kb.lexical, "confidence": text}
 
 def _read_derived(d:Path)->dict:
     "The derived indexes published in the vector store folder `d`: {'lexical': BM25 index with its per-chunk hashes or None, 'confidence': JSON text or None}."
@@ -230,7 +232,8 @@ def _read_derived(d:Path)->dict:
         H = np.load(d / LEXICAL_HASHES, allow_pickle=False)
         if H.shape != (len(lex),): raise LKTError(f"{d / LEXICAL_HASHES}: {H.shape[0]} hashes for {len(lex)} BM25 documents")
     except (LKTError, OSError, ValueError) as e:
-        warnings.warn(f"{d}: the saved BM25 index is unusable ({e}); rebuilding it from the evidence store"); return out
+        warnings.warn(f"{d}: the saved BM25 index is unusable ({e}); rebuilding it from the evidence store")
+        out["error"] = f"{d}: the saved BM25 index is unusable ({e}); it was rebuilt from the evidence store in memory"; return out
     lex.content_hashes, out["lexical"] = H, lex
     return out
 
@@ -276,7 +279,7 @@ def _load(self:KnowledgeTrainer):
     extra = sorted(published - in_store)
     if extra: kb.remove(extra, store=False)   # never returned, and never indexed as if they were chunks
     self.kb, self._generation, self._published, self._needs_load = kb, gen, published, False
-    self._saved_models = derived.get("confidence")
+    self._saved_models, self.derived_error = derived.get("confidence"), derived.get("error")
     self.pending = {"missing": len(in_store - published), "extra": len(extra)}
     self._graph_builder, self._graph_fn, self._graph_unsaved = None, None, False
     rec = store.get_meta("root") if pd is not None else None
@@ -298,7 +301,7 @@ def generation(self:KnowledgeTrainer)->int:
     "The generation of the published vectors this trainer loaded (or last published); 0 before the first publish."
     return self._generation
 
-# %% ../nbs/21_trainer.ipynb #cd103cbe
+# %% ../nbs/21_trainer.ipynb #db523293
 @patch(as_prop=True)
 def store(self:KnowledgeTrainer)->EvidenceStore: "The evidence store (`kb.store`)."; return self.kb.store
 @patch(as_prop=True)
@@ -310,7 +313,7 @@ def lexical(self:KnowledgeTrainer): "The BM25 index (`kb.lexical`)."; return sel
 @patch(as_prop=True)
 def retriever(self:KnowledgeTrainer): "The `Retriever` of the knowledge base, with the graph channel (`kb.retriever`)."; return self.kb.retriever
 
-# %% ../nbs/21_trainer.ipynb #58985b03
+# %% ../nbs/21_trainer.ipynb #3c9a7938
 @patch
 def _can_write_store(self:KnowledgeTrainer)->bool:
     "Whether the store may be written now: inside a write, or a store in memory."
@@ -362,7 +365,7 @@ def set_graph_weight(self:KnowledgeTrainer, weight:float=0.35, # RRF weight of t
     self.kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
     return self
 
-# %% ../nbs/21_trainer.ipynb #6b373f9e
+# %% ../nbs/21_trainer.ipynb #9351fe0c
 @patch(as_prop=True)
 def stats(self:KnowledgeTrainer)->dict:
     "Counts and configuration: documents, chunks, entities, relations, graph_built, model, dim, language, backend."
@@ -394,7 +397,7 @@ def __enter__(self:KnowledgeTrainer): return self
 @patch
 def __exit__(self:KnowledgeTrainer, *exc): self.close()
 
-# %% ../nbs/21_trainer.ipynb #52faac72
+# %% ../nbs/21_trainer.ipynb #2217832c
 @patch
 def manifest(self:KnowledgeTrainer)->dict:
     "What the persisted base holds: model, dimension, counts, backend, content hashes, fusion record and generation."
@@ -431,9 +434,10 @@ def _write_manifest(self:KnowledgeTrainer, m:dict=None):
 def _publish(self:KnowledgeTrainer):
     "Save the vector store (staging + atomic rename, generation + 1), then `manifest.json` recording that generation."
     if not self.persist_dir: return
-    m = self.manifest()
+    m, written = self.manifest(), {}
     save_store(self.vectors, self.persist_dir, model=self.embedder.name, extra_hashes={"chunk_ids_sha256": m["chunk_ids_sha256"]},
-               extra_files=lambda d: _save_derived(self.kb, self.store, d))
+               extra_files=lambda d: written.update(_save_derived(self.kb, self.store, d)))
+    self.vectors.extra, self.derived_error = written, None   # what is published now
     self._generation, self._published = self._disk_generation(), set(self.vectors.ids())
     self._write_manifest(m)
     self._dirty, self.pending, self.vector_error, self._model_mismatch = False, {"missing": 0, "extra": 0}, None, False
@@ -469,7 +473,7 @@ def _reconcile(self:KnowledgeTrainer):
                                                f"dropped {len(extra)} vectors without a chunk")
     if rebuild or missing or extra: self._dirty = True
 
-# %% ../nbs/21_trainer.ipynb #673397f4
+# %% ../nbs/21_trainer.ipynb #b4ef1f8d
 @patch
 def _canonical_stored(self:KnowledgeTrainer, s:str)->str:
     "The canonical name (under `root`) of a stored source name."
@@ -509,7 +513,7 @@ def _migrate_sources(self:KnowledgeTrainer):
         self._dirty, self._graph_builder, self._graph_fn = True, None, None
         self.actions.append(f"named the sources relative to {root}: {renamed} renamed, {merged} duplicate spellings merged")
 
-# %% ../nbs/21_trainer.ipynb #02c4f622
+# %% ../nbs/21_trainer.ipynb #e5824f8c
 @patch
 def _prepare_write(self:KnowledgeTrainer, lock:WriterLock):
     "Under the lock: become a writer, load what other writers published, clean leftovers, name sources canonically."
@@ -562,7 +566,7 @@ def _writing(self:KnowledgeTrainer, command:str, # what the write does (shown to
             finally: self._write_depth = 0
     finally: self._thread_lock.release()
 
-# %% ../nbs/21_trainer.ipynb #fc07f330
+# %% ../nbs/21_trainer.ipynb #773a7358
 WARM_K = 5 # the confidence model a write prepares (hit@5: the default number of results)
 
 @patch
@@ -587,7 +591,7 @@ def _warm(self:KnowledgeTrainer):
                       "readers will fit it themselves (slower first query)"); return
     self.actions.append(f"prepared the answer-confidence model for readers ({time.perf_counter() - t:.1f} s)")
 
-# %% ../nbs/21_trainer.ipynb #dfb16f62
+# %% ../nbs/21_trainer.ipynb #1c15907d
 @patch
 def _files(self:KnowledgeTrainer, parser:DocumentParser, path)->list:
     "`(file, source)` pairs to ingest under `path`: the parser's walk, named canonically under `root` in a persisted base."
@@ -772,7 +776,7 @@ def neighbours(self:KnowledgeTrainer, chunk_id:str, # a chunk id
     "The chunk and its neighbours in document order."
     return self.store.neighbors(chunk_id, window)
 
-# %% ../nbs/21_trainer.ipynb #ce5c2971
+# %% ../nbs/21_trainer.ipynb #9c8b4430
 TUNE_MIN_CHUNKS, TUNE_CHANGE, TUNE_PROBES = 100, 0.5, 200
 
 @patch
@@ -813,7 +817,7 @@ def fusion_summary(fusion:Optional[dict], # a trainer's `fusion` record (None: n
     return {**out, **{k: e[k] for k in ("reason", "shrinkage", "n_probes") if k in e},
             **{k: fusion[k] for k in ("chunks", "tuned_at") if k in fusion}}
 
-# %% ../nbs/21_trainer.ipynb #5f52ae49
+# %% ../nbs/21_trainer.ipynb #6750030e
 class _Forward:
     "A method calling `local_knowledge_trainer.<module>.<name>(kt.kb, ...)`, whose signature is the target's (imported lazily)."
     def __init__(self, module:str, # module below the trainer, e.g. "diagnostics"
@@ -866,7 +870,7 @@ _forward("bootstrap_ab_test", "diagnostics", "Paired (by default) test of after 
 _forward("compute_quality_score", "diagnostics", "Quality of an answer (or a question, answered first): the calibrated confidence with its CI and a tier.",
          prepare=_query_first)
 
-# %% ../nbs/21_trainer.ipynb #9b28933a
+# %% ../nbs/21_trainer.ipynb #42534676
 def clean_question(question:str, # the question as received
                   )->str:
     "The question as `store.clean_query` cleans it (NUL, control characters, unpaired surrogates → spaces); LKTError for a non-string."
@@ -968,7 +972,7 @@ def query(self:KnowledgeTrainer, question:str, # the question
     trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
     return resp
 
-# %% ../nbs/21_trainer.ipynb #c87f6872
+# %% ../nbs/21_trainer.ipynb #225e176a
 def _json_files(pd:Path)->list:
     "(file, schema) of the JSON files of a base that have one."
     from local_knowledge_trainer.vector_store import ManifestFile, StoreFile
@@ -983,7 +987,13 @@ def _repair(self:KnowledgeTrainer)->list:
         ic = self.store.integrity_check()
         if not ic.get("ok") and ic.get("sqlite") == "ok" and not ic.get("foreign_key_violations") and not ic.get("dangling_links"):
             self.store.rebuild_fts(); self.actions.append("rebuilt the full-text index (it disagreed with the chunks)")
-        if self.vector_error: self._dirty = True   # republish over the unreadable vector store
+        conf = (getattr(self.vectors, "extra", None) or {}).get("confidence")
+        bad_conf = False
+        if conf:
+            from local_knowledge_trainer.confidence import models_from_json
+            try: models_from_json(conf)
+            except LKTError: bad_conf, self._saved_models = True, None
+        if self.vector_error or self.derived_error or bad_conf: self._dirty = True   # republish over unreadable vectors, BM25 or models
     return list(self.actions)
 
 @patch
@@ -1012,6 +1022,14 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
             add("vector store", False, f"recorded with {recorded_model(pd)!r}; opened to re-embed with {self.embedder.name!r} at the first write",
                 f"`lkt ingest PATH{P} --model {self.embedder.name} --rebuild`")
         else: add("vector store", True, f"{getattr(self.vectors, 'kind', self.kb.vector_backend)}, {len(self._published)} vectors published, generation {self._generation}")
+        if self.derived_error: add("saved BM25 index", False, self.derived_error, f"`lkt doctor --repair{P}` publishes it again")
+        elif getattr(self.vectors, "extra", None): add("saved BM25 index", True, f"{len(self.lexical)} chunks, checked against the store's content hashes")
+        conf = (getattr(self.vectors, "extra", None) or {}).get("confidence")
+        if conf:
+            from local_knowledge_trainer.confidence import models_from_json
+            try: add("saved confidence models", True, f"{len(models_from_json(conf))} fitted for the published state")
+            except LKTError as e: add("saved confidence models", False, f"{pd / 'vector_store' / CONFIDENCE_FILE}: {e}; they are fitted again on first use",
+                                      f"`lkt doctor --repair{P}` fits and publishes them again")
     S = set(self.store.chunk_ids())
     V = self._published if pd is not None else set(self.vectors.ids())
     self.pending = {"missing": len(S - V), "extra": len(V - S)}
@@ -1042,7 +1060,7 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
     if repair: out["repaired"] = repaired
     return out
 
-# %% ../nbs/21_trainer.ipynb #de4cc718
+# %% ../nbs/21_trainer.ipynb #7dc08c7e
 @patch(as_prop=True)
 def graph(self:KnowledgeTrainer):
     "The entity graph (`networkx.DiGraph`): nodes are entities, edges are relations with their evidence."
@@ -1078,7 +1096,7 @@ def detect_contradictions(self:KnowledgeTrainer, text:str, # a claim or an LLM a
     from local_knowledge_trainer.claims import detect_contradictions
     return detect_contradictions(text, self.graph_builder, extractor=extractor, threshold=threshold)
 
-# %% ../nbs/21_trainer.ipynb #1850f3de
+# %% ../nbs/21_trainer.ipynb #b07a1ed7
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})

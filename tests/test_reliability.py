@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 64  # HashingEmbedder dimension
-OPTS = dict(build_graph=False, tune_fusion=False, show_progress=False, chunk_size=64, chunk_overlap=8)
+# FAISS HNSW explicitly: these tests craft and kill its files (`auto` would keep bases this small exact, in vectors.npy)
+OPTS = dict(build_graph=False, tune_fusion=False, show_progress=False, chunk_size=64, chunk_overlap=8, vector_store="faiss")
 KILLS = int(os.environ.get("LKT_KILLS", "50"))
 ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
        "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "ANONYMIZED_TELEMETRY": "False"}
@@ -698,6 +699,9 @@ CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
     **{f"index.faiss mutated {i}": ((lambda i: lambda b, t: (_flip(b / "vector_store/index.faiss", i), _sign(b / "vector_store")))(i),
                                     "index.faiss") for i in range(6)},
     "index.faiss empty": (lambda b, t: ((b / "vector_store/index.faiss").write_bytes(b""), _sign(b / "vector_store")), "index.faiss"),
+    "bm25 counts garbage": (lambda b, t: ((b / "vector_store/bm25_counts.npz").write_bytes(b"PK\x03\x04" + bytes(64)), _sign(b / "vector_store")), "bm25_counts.npz"),
+    "confidence models garbage": (lambda b, t: ((b / "vector_store/confidence.json").write_text('{"format": "lkt-confidence/1", "models": [{"k": 1}]}'),
+                                  _sign(b / "vector_store")), "confidence.json"),
     "lock record garbage": (lambda b, t: (b / "write.lock.json").write_text("{not json"), "write.lock.json"),
     "sqlite junk": (lambda b, t: (b / "evidence.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(4096)), "evidence.sqlite"),
     "sqlite wal junk": (lambda b, t: (b / "evidence.sqlite-wal").write_bytes(bytes(range(256)) * 16), "evidence.sqlite"),
