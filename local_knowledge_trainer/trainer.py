@@ -8,7 +8,7 @@ __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LEXICAL_HASHES', 
            'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer', 'fusion_summary', 'clean_question', 'ollama_llm',
            'openai_compatible_llm']
 
-# %% ../nbs/21_trainer.ipynb #23fc3079
+# %% ../nbs/21_trainer.ipynb #5eb17f5b
 import contextlib, datetime, hashlib, importlib, inspect, json, numbers, os, re, sqlite3, sys, threading, time, warnings
 from pathlib import Path
 from types import MethodType
@@ -28,7 +28,7 @@ from .embeddings import Embedder, EmbeddingCache, model_for_language
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers
 
-# %% ../nbs/21_trainer.ipynb #b1ef7411
+# %% ../nbs/21_trainer.ipynb #8ada40cb
 FORMAT_VERSION = 1
 INGEST_BATCH = 2000  # chunks parsed, embedded and committed together: an ingest holds one batch in memory, and an interrupted one keeps every batch before
 NO_LLM_HEADER = "[No LLM configured] Context:"
@@ -65,7 +65,7 @@ class BaseManifest(Strict):
     updated:str # ISO time of the publish
     generation:int=0 # the vector store's generation this manifest describes (0: written before generations)
 
-# %% ../nbs/21_trainer.ipynb #9fdf1d4a
+# %% ../nbs/21_trainer.ipynb #4877b831
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 def _terms(s:str)->set:
@@ -93,7 +93,7 @@ def best_quote(text:str, # the chunk text
         best = cut[:sp] if sp > max_chars // 2 else cut
     return best
 
-# %% ../nbs/21_trainer.ipynb #25d47bdf
+# %% ../nbs/21_trainer.ipynb #643f13b1
 def format_context(chunks:list, # `ScoredChunk`s, best first
                   )->str:
     "Numbered sources with their location, for the prompt and for the no-LLM answer."
@@ -113,7 +113,7 @@ def grounded_prompt(question:str, # the user's question
 
 
 
-# %% ../nbs/21_trainer.ipynb #1448abfe
+# %% ../nbs/21_trainer.ipynb #ec1b0da0
 class ReadOnlyCache(EmbeddingCache):
     "A base's embedding cache opened by a reader: saved vectors are read, new ones stay in memory (nothing is written)."
     def __init__(self, cache_dir, # the base's cache folder (it may not exist)
@@ -134,7 +134,7 @@ class ReadOnlyCache(EmbeddingCache):
     def put_many(self, items):
         with self._lock: self.mem.update(items)
 
-# %% ../nbs/21_trainer.ipynb #576ef511
+# %% ../nbs/21_trainer.ipynb #dedcb9e0
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model=None, # model name or alias, local model directory, `EmbeddingBackend` or `Embedder`; None: the base's recorded model, else `model_for_language(language)`
@@ -170,7 +170,7 @@ class KnowledgeTrainer:
         self._thread_lock = threading.RLock()
         self._load()
 
-# %% ../nbs/21_trainer.ipynb #9e9ef737
+# %% ../nbs/21_trainer.ipynb #7b126cc6
 @patch
 def _open_store(self:KnowledgeTrainer)->EvidenceStore:
     "The evidence store to use: read-only for a reader, read-write for a writer, an empty one in memory for a base not written yet."
@@ -237,16 +237,17 @@ def _read_derived(d:Path)->dict:
     lex.content_hashes, out["lexical"] = H, lex
     return out
 
-def _checked_lexical(lex, store:EvidenceStore):
+def _checked_lexical(lex, store:EvidenceStore, rows:list=None):
     "A loaded BM25 index brought in line with the store: None without one, else only chunks whose hash differs re-tokenised."
     if lex is None: return None
-    rows = store.chunk_hashes()
+    rows = store.chunk_hashes() if rows is None else rows
     if (lex.key or {}).get("content_sha256") == content_key(rows): return lex
     want, have = dict(zip([i for i, _ in rows], _h8([h for _, h in rows]))), dict(zip(lex.ids, lex.content_hashes))
     stale = [i for i, h in have.items() if want.get(i) != h]
     add = [i for i in want if have.get(i) != want[i]]
     lex.remove(stale)
     for s in range(0, len(add), 5000): lex.add(add[s:s + 5000], [c.text for c in store.get_chunks(add[s:s + 5000])])
+    lex.key, lex.content_hashes = {"content_sha256": content_key(rows)}, np.array([want[i] for i in lex.ids], dtype=np.uint64)  # now the store's
     return lex
 
 @patch
@@ -269,13 +270,14 @@ def _load(self:KnowledgeTrainer):
                 warnings.warn(f"{e} — searching without the dense channel until `lkt doctor --repair --persist {pd}` re-embeds it")
     recorded = _json_object(pd / "manifest.json") if pd else {}
     derived = getattr(vectors, "extra", None) or {}
-    lexical = _checked_lexical(derived.get("lexical"), store)
+    rows = store.chunk_hashes()   # one read of every chunk id: BM25's check and the pending counts
+    lexical = _checked_lexical(derived.get("lexical"), store, rows)
     kb = KnowledgeBase(store, emb, vectors=vectors, lexical=lexical, vector_backend=self.vector_backend, vector_kw=self.vector_kw)
     if self.kb is not None: kb.configure(reranker=self.kb.reranker)
     self.fusion = recorded.get("fusion") if recorded.get("embedding_model") == emb.name and isinstance(recorded.get("fusion"), dict) else None
     if self.fusion and self.fusion.get("weights"): kb.configure(weights=self.fusion["weights"], candidates=self.fusion.get("candidates"))
     kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
-    published, in_store = set(kb.vectors.ids()), set(store.chunk_ids())
+    published, in_store = set(kb.vectors.ids()), {i for i, _ in rows}
     extra = sorted(published - in_store)
     if extra: kb.remove(extra, store=False)   # never returned, and never indexed as if they were chunks
     self.kb, self._generation, self._published, self._needs_load = kb, gen, published, False
@@ -301,7 +303,7 @@ def generation(self:KnowledgeTrainer)->int:
     "The generation of the published vectors this trainer loaded (or last published); 0 before the first publish."
     return self._generation
 
-# %% ../nbs/21_trainer.ipynb #db523293
+# %% ../nbs/21_trainer.ipynb #aff9a137
 @patch(as_prop=True)
 def store(self:KnowledgeTrainer)->EvidenceStore: "The evidence store (`kb.store`)."; return self.kb.store
 @patch(as_prop=True)
@@ -313,7 +315,7 @@ def lexical(self:KnowledgeTrainer): "The BM25 index (`kb.lexical`)."; return sel
 @patch(as_prop=True)
 def retriever(self:KnowledgeTrainer): "The `Retriever` of the knowledge base, with the graph channel (`kb.retriever`)."; return self.kb.retriever
 
-# %% ../nbs/21_trainer.ipynb #3c9a7938
+# %% ../nbs/21_trainer.ipynb #697a972c
 @patch
 def _can_write_store(self:KnowledgeTrainer)->bool:
     "Whether the store may be written now: inside a write, or a store in memory."
@@ -365,7 +367,7 @@ def set_graph_weight(self:KnowledgeTrainer, weight:float=0.35, # RRF weight of t
     self.kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
     return self
 
-# %% ../nbs/21_trainer.ipynb #9351fe0c
+# %% ../nbs/21_trainer.ipynb #a00c98a1
 @patch(as_prop=True)
 def stats(self:KnowledgeTrainer)->dict:
     "Counts and configuration: documents, chunks, entities, relations, graph_built, model, dim, language, backend."
@@ -397,7 +399,7 @@ def __enter__(self:KnowledgeTrainer): return self
 @patch
 def __exit__(self:KnowledgeTrainer, *exc): self.close()
 
-# %% ../nbs/21_trainer.ipynb #2217832c
+# %% ../nbs/21_trainer.ipynb #f69bb1b8
 @patch
 def manifest(self:KnowledgeTrainer)->dict:
     "What the persisted base holds: model, dimension, counts, backend, content hashes, fusion record and generation."
@@ -473,7 +475,7 @@ def _reconcile(self:KnowledgeTrainer):
                                                f"dropped {len(extra)} vectors without a chunk")
     if rebuild or missing or extra: self._dirty = True
 
-# %% ../nbs/21_trainer.ipynb #b4ef1f8d
+# %% ../nbs/21_trainer.ipynb #8909da48
 @patch
 def _canonical_stored(self:KnowledgeTrainer, s:str)->str:
     "The canonical name (under `root`) of a stored source name."
@@ -513,7 +515,17 @@ def _migrate_sources(self:KnowledgeTrainer):
         self._dirty, self._graph_builder, self._graph_fn = True, None, None
         self.actions.append(f"named the sources relative to {root}: {renamed} renamed, {merged} duplicate spellings merged")
 
-# %% ../nbs/21_trainer.ipynb #e5824f8c
+# %% ../nbs/21_trainer.ipynb #bd91f995
+@patch
+def _reopen_for_writing(self:KnowledgeTrainer):
+    "Swap the read-only store for a writable one, keeping the loaded vectors and BM25 (their generation is still the published one)."
+    old, kb = self.kb.store, self.kb
+    kb.store = self._open_store()
+    if kb.store is not old and getattr(old, "path", None) != ":memory:": old.close()
+    kb.lexical = _checked_lexical(kb.lexical, kb.store) if getattr(kb.lexical, "content_hashes", None) is not None else kb.lexical
+    kb._retriever, self._graph_builder, self._graph_fn = None, None, None
+    kb._changed()
+
 @patch
 def _prepare_write(self:KnowledgeTrainer, lock:WriterLock):
     "Under the lock: become a writer, load what other writers published, clean leftovers, name sources canonically."
@@ -525,7 +537,9 @@ def _prepare_write(self:KnowledgeTrainer, lock:WriterLock):
         c = self.embedder.cache
         if isinstance(c, ReadOnlyCache):
             rw = EmbeddingCache(self.persist_dir / "cache"); rw.mem.update(c.mem); c.close(); self.embedder.cache = rw
-        self._load()
+        if self._generation == self._disk_generation() and not self._needs_load and self.vector_error is None:
+            self._reopen_for_writing()   # what was loaded is what is published: only the store changes hands
+        else: self._load()
     else: self.refresh()
     done = cleanup_leftovers(self.persist_dir)
     if done: self.actions.append("cleaned up an interrupted publish: " + "; ".join(map(str, done)))
@@ -566,7 +580,7 @@ def _writing(self:KnowledgeTrainer, command:str, # what the write does (shown to
             finally: self._write_depth = 0
     finally: self._thread_lock.release()
 
-# %% ../nbs/21_trainer.ipynb #773a7358
+# %% ../nbs/21_trainer.ipynb #796efccf
 WARM_K = 5 # the confidence model a write prepares (hit@5: the default number of results)
 
 @patch
@@ -591,7 +605,7 @@ def _warm(self:KnowledgeTrainer):
                       "readers will fit it themselves (slower first query)"); return
     self.actions.append(f"prepared the answer-confidence model for readers ({time.perf_counter() - t:.1f} s)")
 
-# %% ../nbs/21_trainer.ipynb #1c15907d
+# %% ../nbs/21_trainer.ipynb #2294860b
 @patch
 def _files(self:KnowledgeTrainer, parser:DocumentParser, path)->list:
     "`(file, source)` pairs to ingest under `path`: the parser's walk, named canonically under `root` in a persisted base."
@@ -776,7 +790,7 @@ def neighbours(self:KnowledgeTrainer, chunk_id:str, # a chunk id
     "The chunk and its neighbours in document order."
     return self.store.neighbors(chunk_id, window)
 
-# %% ../nbs/21_trainer.ipynb #9c8b4430
+# %% ../nbs/21_trainer.ipynb #7d785dfc
 TUNE_MIN_CHUNKS, TUNE_CHANGE, TUNE_PROBES = 100, 0.5, 200
 
 @patch
@@ -817,7 +831,7 @@ def fusion_summary(fusion:Optional[dict], # a trainer's `fusion` record (None: n
     return {**out, **{k: e[k] for k in ("reason", "shrinkage", "n_probes") if k in e},
             **{k: fusion[k] for k in ("chunks", "tuned_at") if k in fusion}}
 
-# %% ../nbs/21_trainer.ipynb #6750030e
+# %% ../nbs/21_trainer.ipynb #462baf1a
 class _Forward:
     "A method calling `local_knowledge_trainer.<module>.<name>(kt.kb, ...)`, whose signature is the target's (imported lazily)."
     def __init__(self, module:str, # module below the trainer, e.g. "diagnostics"
@@ -870,7 +884,7 @@ _forward("bootstrap_ab_test", "diagnostics", "Paired (by default) test of after 
 _forward("compute_quality_score", "diagnostics", "Quality of an answer (or a question, answered first): the calibrated confidence with its CI and a tier.",
          prepare=_query_first)
 
-# %% ../nbs/21_trainer.ipynb #42534676
+# %% ../nbs/21_trainer.ipynb #9176ef13
 def clean_question(question:str, # the question as received
                   )->str:
     "The question as `store.clean_query` cleans it (NUL, control characters, unpaired surrogates → spaces); LKTError for a non-string."
@@ -972,7 +986,7 @@ def query(self:KnowledgeTrainer, question:str, # the question
     trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
     return resp
 
-# %% ../nbs/21_trainer.ipynb #225e176a
+# %% ../nbs/21_trainer.ipynb #e7cf0b2b
 def _json_files(pd:Path)->list:
     "(file, schema) of the JSON files of a base that have one."
     from local_knowledge_trainer.vector_store import ManifestFile, StoreFile
@@ -1060,7 +1074,7 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
     if repair: out["repaired"] = repaired
     return out
 
-# %% ../nbs/21_trainer.ipynb #7dc08c7e
+# %% ../nbs/21_trainer.ipynb #303da7eb
 @patch(as_prop=True)
 def graph(self:KnowledgeTrainer):
     "The entity graph (`networkx.DiGraph`): nodes are entities, edges are relations with their evidence."
@@ -1096,7 +1110,7 @@ def detect_contradictions(self:KnowledgeTrainer, text:str, # a claim or an LLM a
     from local_knowledge_trainer.claims import detect_contradictions
     return detect_contradictions(text, self.graph_builder, extractor=extractor, threshold=threshold)
 
-# %% ../nbs/21_trainer.ipynb #b07a1ed7
+# %% ../nbs/21_trainer.ipynb #c7ace753
 def _http_post_json(url:str, payload:dict, headers:dict, timeout:float)->dict:
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json", **headers})
