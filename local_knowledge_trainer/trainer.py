@@ -638,7 +638,7 @@ def _stored_name(self:KnowledgeTrainer, source:str)->Optional[str]:
 
 @patch
 def _store_batch(self:KnowledgeTrainer, docs:list, report:Callable, progress:dict, bar)->tuple:
-    "Embed one batch of new or changed documents (through the cache), commit them in one transaction and index them: (chunks, vectors)."
+    "The chunks of one batch of new or changed documents and their vectors, embedded through the cache with a progress report every 64."
     chunks = [c for d in docs for c in d.chunks]
     parts = []
     for i in range(0, len(chunks), 64):   # a progress report every 64 chunks
