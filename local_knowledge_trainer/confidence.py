@@ -73,11 +73,14 @@ def null_queries(kb, # a `KnowledgeBase`
 FEATURES = {"dense": ("cos_top1", "cos_gap12", "cos_margin"),  # top-1 cosine; minus the 2nd; minus the mean of ranks 2–10
             "sparse": ("bm25_top1_norm", "bm25_gap12", "bm25_margin")}  # top-1 BM25 / the query's attainable maximum; (b1 − b2)/b1; (b1 − mean b2..b10)/b1
 
+def _attainable(k1:float, idfs:list, top:float)->float:
+    "The BM25 score a chunk could at most reach, (k1 + 1) Σ idf; a token the base lacks (idf None) counts at the largest idf `top`."
+    return (k1 + 1) * sum(top if x is None else x for x in idfs) if idfs else 0.0
+
 def _bm25_max(kb, v:dict, q_tokens:list)->float:
-    "The BM25 score a chunk could at most reach for these tokens, (k1 + 1) Σ idf; a token the base lacks counts at the largest idf."
-    if not q_tokens: return 0.0
+    "`_attainable` for these tokens over a variant's vocabulary and idfs."
     top = float(v["idf"].max()) if len(v["idf"]) else 1.0
-    return (kb.lexical.k1 + 1) * sum(float(v["idf"][v["vocab"][t]]) if t in v["vocab"] else top for t in q_tokens)
+    return _attainable(kb.lexical.k1, [float(v["idf"][v["vocab"][t]]) if t in v["vocab"] else None for t in q_tokens], top)
 
 def _sparse(kb, v:dict, q:str)->tuple:
     "(BM25 scores over the variant, the attainable maximum) of one query."
@@ -129,8 +132,7 @@ def _index_features(kb, q:str, qv, channels:tuple, k:int, cands:int)->tuple:
     if "sparse" in channels:
         lex = kb.lexical; s = lex.get_scores(q); ids = lex.ids; toks = list(lex.tokenizer(q))
         sb = {ids[p]: float(s[p]) for p in top_positions(s, c)}
-        idf, top = lex.idf(toks)
-        bmax = (lex.k1 + 1) * sum(top if x is None else x for x in idf) if toks else 0.0
+        bmax = _attainable(lex.k1, *lex.idf(toks))
     U = list(dict.fromkeys([*sd, *sb]))   # the union of both top lists holds each channel's top list over the whole base
     d = np.array([sd.get(i, -1.0) for i in U], np.float32) if "dense" in channels else None
     b = (np.array([sb.get(i, 0.0) for i in U], np.float32), bmax) if "sparse" in channels else None
