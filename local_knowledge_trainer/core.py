@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['chunk_id', 'html_table', 'text_table', 'to_jsonable', 'sha256_file', 'atomic_write_text', 'read_json', 'is_loopback',
-           'Chunk', 'Document', 'Citation', 'ScoredChunk', 'IngestResult', 'QueryResponse', 'ValidationReport',
-           'ChunkOptimizationResult', 'LKTError', 'ParseError']
+           'new_figure', 'Chunk', 'Document', 'Citation', 'ScoredChunk', 'IngestResult', 'QueryResponse',
+           'ValidationReport', 'ChunkOptimizationResult', 'LKTError', 'ParseError']
 
 # %% ../nbs/00_core.ipynb #82a20a49
 import hashlib, html, json, math
@@ -119,6 +119,24 @@ def is_loopback(host:str, # a host name or address; a `:port` and [brackets] are
     if h == "localhost": return True
     try: return ipaddress.ip_address(h).is_loopback
     except ValueError: return False
+
+# %% ../nbs/00_core.ipynb #4ca267f0
+_FIGURE_CLASS = None
+
+def new_figure(figsize:tuple=(6, 4), # width, height in inches
+               **kwargs, # passed on to `matplotlib.figure.Figure` (e.g. layout="constrained")
+              ):
+    "A matplotlib `Figure`, outside pyplot, that renders itself as PNG in Jupyter (no `%matplotlib inline` needed)."
+    global _FIGURE_CLASS
+    if _FIGURE_CLASS is None:
+        from matplotlib.figure import Figure
+        class ShownFigure(Figure):
+            "A `Figure` with `_repr_png_`: Jupyter shows it without an inline backend."
+            def _repr_png_(self):
+                import io
+                buf = io.BytesIO(); self.savefig(buf, format="png", dpi=100, bbox_inches="tight"); return buf.getvalue()
+        _FIGURE_CLASS = ShownFigure
+    return _FIGURE_CLASS(figsize=figsize, **kwargs)
 
 # %% ../nbs/00_core.ipynb #cc8ddd17
 @dataclass
@@ -248,6 +266,7 @@ class QueryResponse(_Record):
     question:str="" # the question asked
     mode:str="hybrid" # retrieval mode used
     trace:dict=field(default_factory=dict) # channels, ranks, timings (for --trace)
+    llm_error:Optional[str]=None # why the LLM call failed, in one line (the text is then the cited context); None when it answered or none is set
     _html_skip = ("trace",)
 
     def __repr__(self):
