@@ -34,7 +34,8 @@ setuptools.setup(
     package_data={cfg["lib_path"]: ["static/serve/*.html", "static/serve/*.js", "static/serve/*.css", "static/serve/*.svg"]},
     python_requires=">=" + cfg["min_python"],
     install_requires=_list("requirements"),
-    extras_require={"dev": _list("dev_requirements"), "chroma": ["chromadb"], "cluster": _list("cluster_requirements")},
+    extras_require={"dev": _list("dev_requirements"), "chroma": ["chromadb"], "cluster": _list("cluster_requirements"),
+                    "notebook": _list("notebook_requirements")},
     entry_points={"console_scripts": _list("console_scripts"), "nbdev": [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
     zip_safe=False,
 )

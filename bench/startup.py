@@ -6,6 +6,8 @@ reports them in the JSON, so the script keeps working while modules are being re
 
   reference   `python -c pass`: the interpreter's own start, the unit of every `ratio` below
   help        `lkt --help`: wall time (median of --runs fresh processes) and which heavy modules it imported
+  version     `lkt --version`: the same
+  where       `lkt where --persist DIR --json` on the base below (the base location and the rule that chose it)
   stats       `lkt stats --persist DIR --json` on a base built once from the sample corpus with `lkt ingest`
   search      `lkt search QUESTION --persist DIR --json`, cold: total wall, and a split measured inside one fresh
               process — import of local_knowledge_trainer.trainer, KnowledgeTrainer(persist_dir=DIR), model load,
@@ -176,12 +178,14 @@ def main(argv=None):
     res["reference"] = ref
     r0 = ref.get("median_s")
     res["help"] = part("lkt --help", measure_cmd, lkt_cmd() + ["--help"], a.runs, r0)
+    res["version"] = part("lkt --version", measure_cmd, lkt_cmd() + ["--version"], a.runs, r0)
     tmp = None if a.persist else tempfile.mkdtemp(prefix="lkt-startup-")
     persist = Path(a.persist) if a.persist else Path(tmp) / "base"
     try:
         res["base"] = part("lkt ingest (once)", build_base, a.corpus, persist) if not (persist / "manifest.json").exists() \
             else {"reused": str(persist)}
         if "error" not in res["base"]:
+            res["where"] = part("lkt where", measure_cmd, lkt_cmd() + ["where", "--persist", str(persist), "--json"], a.runs, r0)
             res["stats"] = part("lkt stats", measure_cmd, lkt_cmd() + ["stats", "--persist", str(persist), "--json"], a.runs, r0)
             search = lkt_cmd() + ["search", QUESTION, "--persist", str(persist), "--json"]
             res["search"] = {"question": QUESTION,

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import networkx as nx
+from fastcore.basics import patch
 
 from .core import Chunk
 from .text import CJK_CLASS, has_cjk, sentence_spans
 from .entities import EntityExtractor, LEAD_WORDS, make_extractor, normalize_entity, valid_key
-from .graph import AliasIndex, GraphBuilder, graph_from_store
+from .graph import AliasIndex, GraphBuilder, RELATION_LAYER, graph_from_store
 
 # %% ../nbs/15_claims.ipynb #da8c0366
 _UP = "A-ZÀ-ÖØ-Þ"
@@ -69,12 +70,22 @@ class Triple:
     object:str # surface form (a year for created_in)
     quote:str # the sentence it came from
     chunk_id:Optional[str]=None # evidence chunk (base triples)
-    source:Optional[str]=None
-    page:Optional[int]=None
+    source:Optional[str]=None # its file
+    page:Optional[int]=None # its page
+    section:Optional[str]=None # its section
+    layer:str=RELATION_LAYER # evidence layer: a triple is derived from the text
     @property
     def skey(self)->str: return normalize_entity(self.subject)
     @property
     def okey(self)->str: return normalize_entity(self.object)
+    @property
+    def location(self)->Optional[str]:
+        "Where the evidence chunk is (file, page, section), as citations write it; None for a text's own claim."
+        return Chunk(self.chunk_id or "", "", self.source, self.page, self.section).location if self.source else None
+    def cite(self)->dict:
+        "The triple as users see it in a listing: the claim, its layer and its evidence chunk."
+        return {"subject": self.subject, "relation": self.relation, "object": self.object, "layer": self.layer,
+                "chunk_id": self.chunk_id, "source": self.source, "page": self.page, "location": self.location, "quote": self.quote}
 
 def extract_triples(text:str, # any text
                     chunk:Chunk=None, # where the text comes from (kept as evidence)
@@ -87,7 +98,7 @@ def extract_triples(text:str, # any text
             for x in rx.finditer(sent):
                 s = _trim_name(x.group("s")); o = x.group("y") if "y" in x.groupdict() and x.group("y") else _trim_name(x.group("o"))
                 if not s or not o or not valid_key(normalize_entity(s)): continue
-                t = Triple(s, rel, o, sent, *((chunk.id, chunk.source, chunk.page) if chunk else (None, None, None)))
+                t = Triple(s, rel, o, sent, *((chunk.id, chunk.source, chunk.page, chunk.section) if chunk else (None,) * 4))
                 if (t.skey, rel, t.okey) not in seen: seen.add((t.skey, rel, t.okey)); out.append(t)
     return out
 
@@ -133,6 +144,14 @@ def claim_base(source)->ClaimBase:
     if source not in _CLAIMS: register_entity_pairs(source)
     return _CLAIMS[source]
 
+@patch
+def relations(self:ClaimBase, subject:str=None, # only this subject (any spelling; None: all)
+             )->list:
+    "The base's relation triples as cited dicts (layer `derived`, evidence chunk id, source, location, quote), sorted."
+    key = normalize_entity(subject) if subject else None
+    ts = [t for (s, _), v in self.triples.items() if key is None or s == key for tt in v.values() for t in tt]
+    return [t.cite() for t in sorted(ts, key=lambda t: (t.skey, t.relation, t.okey, t.source or "", t.chunk_id or ""))]
+
 # %% ../nbs/15_claims.ipynb #0acc04d0
 def _compatible(a:str, b:str)->bool:
     "Same value, or one name's words contained in the other's ('Guido' ~ 'Guido van Rossum'; CJK: substring)."
@@ -176,7 +195,7 @@ def detect_contradictions(text:str, # the claim(s) to check, e.g. an LLM answer
         pair = tuple(sorted((t.skey, t.okey)))
         pairs.add(pair)
         if not base or any(_compatible(t.okey, o) for o in base): continue
-        cites = [{"chunk_id": b.chunk_id, "source": b.source, "page": b.page, "quote": b.quote} for ts in base.values() for b in ts]
+        cites = [b.cite() for ts in base.values() for b in ts]
         out.append({"entity1": t.subject, "entity2": t.object, "type": "conflicting_relation", "pair": pair,
                     "evidence": {"relation": t.relation, "claimed": t.object, "claim": t.quote,
                                  "base": sorted({b.object for ts in base.values() for b in ts}), "citations": cites}})

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .core import QueryResponse, LKTError
+from .core import QueryResponse, LKTError, new_figure
 from .text import CJK_CLASS
 from .lexical import top_positions
 from .vector_store import EXACT_MAX
@@ -557,9 +557,8 @@ def plot_reliability(df:pd.DataFrame, # from `measure_confidence` (column "hit" 
                      bins:int=10, # equal-width bins
                     ):
     "Reliability diagram (observed hit rate per confidence bin, point size ∝ n) with confidence histograms; returns a Figure."
-    from matplotlib.figure import Figure
     cols = [c for c in cols if c in df.columns]
-    fig = Figure(figsize=(4.6 * len(cols), 4.0), layout="constrained")
+    fig = new_figure((4.6 * len(cols), 4.0), layout="constrained")
     for ax, c in zip(np.atleast_1d(fig.subplots(1, len(cols))), cols):
         t = reliability_table(df[c], df["hit"], bins); s = confidence_summary(df[c], df["hit"], n_boot=0)
         ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1)

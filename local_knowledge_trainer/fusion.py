@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from fastcore.basics import patch
 
-from .core import LKTError
+from .core import LKTError, new_figure
 from .retrieval import rrf_fuse
 from .probes import content_seed, draw_probes, probe_rankings, first_hit, rr_at
 
@@ -167,10 +167,9 @@ def tune_fusion(kb, # a `KnowledgeBase`
 @patch
 def plot(self:FusionChoice):
     "Probe MRR@k against the dense share, per candidates value and half, with the argmax and the chosen share; returns a Figure."
-    from matplotlib.figure import Figure
     e = self.evidence
     if not e.get("grid"): raise LKTError(f"no grid to plot: {e.get('reason', 'no evidence')}")
-    fig = Figure(figsize=(6.5, 3.8), layout="constrained"); ax = fig.subplots()
+    fig = new_figure((6.5, 3.8), layout="constrained"); ax = fig.subplots()
     for j, c in enumerate(e["candidates"]):
         g = [r for r in e["grid"] if r["candidates"] == c]
         x = [r["dense_share"] for r in g]

@@ -12,18 +12,20 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 from fastcore.basics import patch, store_attr
 
-from .core import LKTError
+from .core import LKTError, new_figure
 from .text import split_sentences, sentence_spans, count_words
 from .hypothesis import (welch_ttest, paired_bootstrap_test, paired_permutation_test, ks_two_sample,
                                                 paired_cohens_d, correct_pvalues)
 from .lexical import tokenize
 from .golden import KeyMatcher, load_golden, GoldenCase
 from .probes import Probe, hold_out, content_seed, draw_probes, probe_of
+from .entities import StageProgress
 
 # %% ../nbs/18_gate.ipynb #23523e40
 TAU = 0.7  # token containment that makes a chunk "hold" a pseudo-query sentence
@@ -269,10 +271,9 @@ class GateResult:
 # %% ../nbs/18_gate.ipynb #3afb5ad1
 @patch
 def plot(self:GateResult):
-    "Per document: novelty before → after (held-out probes) and harm with its upper bound against the margin, coloured by verdict."
-    from matplotlib.figure import Figure
+    "Per document: novelty before → after (held-out probes) and harm with its upper bound against the margin, coloured by verdict; returns a Figure."
     rows = self.rows
-    fig = Figure(figsize=(11, 0.45*max(len(rows), 3) + 1.8), layout="constrained")
+    fig = new_figure((11, 0.45*max(len(rows), 3) + 1.8), layout="constrained")
     ax, ax2 = fig.subplots(1, 2, sharey=True)
     col = {"improved": "C2", "degraded": "C3", "redundant": "C1", "no change": "C7", "not tested": "C0"}
     margin = self.params.get("margin")
@@ -313,6 +314,7 @@ class IngestGate:
                  max_probes:int=60, # at most this many labelled probes (seeded subsample)
                  n_resamples:int=10_000, # Monte Carlo sign vectors when 2^n is too many to enumerate
                  seed:int=42, # seed of the labelled subsample and of Monte Carlo sign vectors (probes are seeded by content)
+                 show_progress:bool=False, # tqdm bars (stderr) for each stage of `evaluate`
                 ):
         if hypothesis_test not in ("ttest", "ks", "all"): raise LKTError(f"hypothesis_test must be 'ttest', 'ks' or 'all', got {hypothesis_test!r}")
         if ab_test not in ("paired", "ttest_ind"): raise LKTError(f"ab_test must be 'paired' or 'ttest_ind', got {ab_test!r}")
@@ -369,12 +371,14 @@ def _doc_nn_medians(snap)->np.ndarray:
     return snap.memo("doc_nn_medians", f)
 
 @patch
-def _shift(self:IngestGate, docs, vectors, snap, rows):
+def _shift(self:IngestGate, docs, vectors, snap, rows, rep=None):
     "NN-similarity shift per document: one value per document (its median NN) ranked among the stored documents'; KS kept as description."
+    rep = rep or StageProgress()
     src = snap.sources
     ref, med = _base_nn(snap), _doc_nn_medians(snap)
     ref = ref[np.isfinite(ref)]
-    for r, d in zip(rows, docs):
+    for j, (r, d) in enumerate(zip(rows, docs)):
+        rep("shift", j, len(docs))
         Xd = np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32)
         nn = _nn_other_docs(Xd, snap.X, [d.source]*len(Xd), src); nn = nn[np.isfinite(nn)]
         if not len(nn) or len(med) < 2: continue
@@ -384,29 +388,33 @@ def _shift(self:IngestGate, docs, vectors, snap, rows):
         shift = ("duplicate" if r["duplicate_of"] else "new topic" if p_low <= self.alpha
                  else "closer than usual" if p_high <= self.alpha else "typical")
         r.update(nn_median=m, nn_percentile=float((med <= m).mean()), nn_p_low=float(p_low), shift=shift,
-                 ks_D=t.statistic if t else None, ks_p=t.p_value if t else None)
+                 ks_D=float(t.statistic) if t else None, ks_p=float(t.p_value) if t else None)
+    rep("shift", len(docs), len(docs))
 
 @patch
-def _dups(self:IngestGate, docs, vectors, snap, rows, old_of):
+def _dups(self:IngestGate, docs, vectors, snap, rows, old_of, rep=None):
     "Near-duplicate stored chunks of each document; `duplicate_of` when they cover at least half of its chunks."
-    out = []
-    for r, d in zip(rows, docs):
+    out, rep = [], rep or StageProgress()
+    for j, (r, d) in enumerate(zip(rows, docs)):
+        rep("duplicates", j, len(docs))
         Xd = np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32)
         nd = _near_dups(self.kb, snap, d, Xd, set(old_of.get(d.source, [])), self.dup_cos)
         covered = set(nd.values())
         srcs = pd.Series([snap.chunks[i].source for i in nd]).value_counts() if nd else None
         r.update(dup_fraction=len(covered) / len(d.chunks),
-                 duplicate_of=(srcs.index[0] if nd and len(covered) / len(d.chunks) >= 0.5 else None))
+                 duplicate_of=(str(srcs.index[0]) if nd and len(covered) / len(d.chunks) >= 0.5 else None))
         out.append(set(nd))
+    rep("duplicates", len(docs), len(docs))
     return out
 
 # %% ../nbs/18_gate.ipynb #cc7bd8b8
 @patch
-def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof):
+def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof, rep=None):
     "Held-out probes of each new document: lexically supported RR@k before (base) and after (base + rest of the document)."
-    kb, k = self.kb, self.k
+    kb, k, rep = self.kb, self.k, rep or StageProgress()
     probes = {d.source: doc_probes(d, self.n_probes, self.min_words) for d in docs}
     allp = [p for d in docs for p in probes[d.source]]
+    rep("novelty", 0, len(allp))
     qs = [p.query for p in allp]
     R0h = dict(zip(qs, kb.rank(qs, k, Q=Qof(qs)))) if qs else {}
     R0s = dict(zip(qs, kb.rank(qs, k, Q=Qof(qs), mode="sparse"))) if qs else {}
@@ -431,7 +439,7 @@ def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof):
             rel = lambda i: i in new or (i not in old and base_rel(i))
             a.append(_lex_rr(h1, s1, rel))
             dense_only += int(a[-1] == 0 and any(i in new for i in h1))
-            nq += 1
+            nq += 1; rep("novelty", nq, len(allp))
         n = len(P)
         r.update(novelty_n=n, novelty_before=float(np.mean(b)) if n else None, novelty_after=float(np.mean(a)) if n else None,
                  novelty_diff=float(np.mean(a) - np.mean(b)) if n else None,
@@ -449,9 +457,9 @@ def _harm_probes(self:IngestGate, snap, exclude:set)->list:
     return [p for p in P if p.source not in exclude][:self.n_harm]
 
 @patch
-def _harm(self:IngestGate, docs, vectors, snap, rows, old_of, Qof)->dict:
+def _harm(self:IngestGate, docs, vectors, snap, rows, old_of, Qof, rep=None)->dict:
     "Harm per document (and for the whole batch) on labelled probes, or else on held-out probes of stored documents."
-    kb, k = self.kb, self.k
+    kb, k, rep = self.kb, self.k, rep or StageProgress()
     X = {d.source: np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32) for d in docs}
     if self.cases:
         kind, why = "labelled", ""
@@ -476,11 +484,12 @@ def _harm(self:IngestGate, docs, vectors, snap, rows, old_of, Qof)->dict:
         for r in rows: r.update(harm_probes=None, **self._harm_stats([], []), pushed_out=0, pushed_out_by_doc=0)
         for r in rows: r["harm"] = self._harm_label(r, why or "no probes")
         return {"harm_probes": None}
+    rep("harm", 0, len(docs))
     Q = Qof(qs)
     variant = lambda drop, chunks, Xs: kb.rank(qs, k, drop=base_drop + list(drop), add=(base_add + list(chunks), np.concatenate([HX] + Xs)), Q=Q)
     s0 = snap.memo(f"gate_harm_before_{hashlib.sha256(repr((qs, k, kind)).encode()).hexdigest()[:16]}",
                    lambda: score(variant([], [], []), set(), []))
-    for r, d in zip(rows, docs):
+    for j, (r, d) in enumerate(zip(rows, docs), 1):
         old = old_of.get(d.source, [])
         R1 = variant(old, d.chunks, [X[d.source]])
         s1 = score(R1, set(old), d.chunks)
@@ -488,9 +497,11 @@ def _harm(self:IngestGate, docs, vectors, snap, rows, old_of, Qof)->dict:
         r.update(harm_probes=kind, **self._harm_stats(s0, s1), pushed_out=int(((s0 > 0) & (s1 == 0)).sum()),
                  pushed_out_by_doc=int(sum(1 for a0, a1, x in zip(s0, s1, R1) if a0 > 0 and a1 == 0 and mine & set(x))))
         r["harm"] = self._harm_label(r, why)
+        if j < len(docs): rep("harm", j, len(docs))
     olds = [i for d in docs for i in old_of.get(d.source, [])]
     allc = [c for d in docs for c in d.chunks]
     sb = s1 if len(docs) == 1 else score(variant(olds, allc, [X[d.source] for d in docs]), set(olds), allc)
+    rep("harm", len(docs), len(docs))  # after the batch variant too
     return {"harm_probes": kind, "harm_n": len(qs), **{f"batch_{key}": v for key, v in self._harm_stats(s0, sb).items() if key != "harm_n"}}
 
 # %% ../nbs/18_gate.ipynb #2dc6b7fd
@@ -524,8 +535,13 @@ def _batch(self:IngestGate, rows, harm:dict)->dict:
 @patch
 def evaluate(self:IngestGate, docs:list, # new or changed parsed `Document`s (with chunks)
              vectors:dict, # chunk id -> unit float32 vector (already embedded by the trainer)
+             progress:Callable=None, # progress(stage, done, total): "duplicates", "shift" (documents), "novelty" (probes), "harm" (documents)
             ):
     "Test each document against the current base; returns a `GateResult` (the base is not modified)."
+    with StageProgress.of(progress, self.show_progress, "gate") as rep: return self._evaluate(docs, vectors, rep)
+
+@patch
+def _evaluate(self:IngestGate, docs, vectors, rep):
     t0 = time.perf_counter()
     kb, snap = self.kb, self.kb.snapshot()
     docs = [d for d in docs if getattr(d, "chunks", None)]
@@ -538,8 +554,8 @@ def evaluate(self:IngestGate, docs:list, # new or changed parsed `Document`s (wi
     old_of = _old_of(snap) if len(snap.ids) else {}
     rows = [{"source": d.source, "n_chunks": len(d.chunks), "replaces": d.source in old_of, "shift": None, "nn_median": None,
              "nn_percentile": None, "ks_D": None, "ks_p": None} for d in docs]
-    dups = self._dups(docs, vectors, snap, rows, old_of)
-    if do_ks and len(snap.ids) >= 2: self._shift(docs, vectors, snap, rows)
+    dups = self._dups(docs, vectors, snap, rows, old_of, rep)
+    if do_ks and len(snap.ids) >= 2: self._shift(docs, vectors, snap, rows, rep)
     timing, batch = {}, None
     if do_ab:
         cache = {}
@@ -548,9 +564,9 @@ def evaluate(self:IngestGate, docs:list, # new or changed parsed `Document`s (wi
             if miss: cache.update(zip(miss, kb.embed_queries(miss)))
             return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, kb.embedder.dim), np.float32)
         t1 = time.perf_counter()
-        timing["novelty_queries"] = self._novelty(docs, vectors, snap, rows, old_of, dups, Qof)
+        timing["novelty_queries"] = self._novelty(docs, vectors, snap, rows, old_of, dups, Qof, rep)
         t2 = time.perf_counter()
-        harm = self._harm(docs, vectors, snap, rows, old_of, Qof)
+        harm = self._harm(docs, vectors, snap, rows, old_of, Qof, rep)
         timing.update(novelty_s=round(t2 - t1, 3), harm_s=round(time.perf_counter() - t2, 3))
         self._verdicts(rows)
         batch = self._batch(rows, harm)

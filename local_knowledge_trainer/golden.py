@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['METRICS', 'GoldenCase', 'parse_key', 'KeyMatcher', 'label_ranking', 'load_golden', 'check_cases', 'metric_names',
-           'ranking_metrics']
+           'ranking_metrics', 'trec_id', 'golden_qrels', 'to_trec_qrels']
 
 # %% ../nbs/10_golden.ipynb #2d6addc4
 import json
@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from .core import LKTError, ParseError
+from .core import LKTError, ParseError, atomic_write_text
 
 # %% ../nbs/10_golden.ipynb #2ebb2a88
 @dataclass
@@ -183,11 +183,33 @@ def ranking_metrics(labels:list, # the credited relevance key (or None) at each 
     prec_at = np.cumsum(r) / np.arange(1, k + 1)
     first = np.flatnonzero(r)
     ap_sum = float((prec_at * r).sum())
+    hits = float(hits)  # plain Python numbers in the results (numpy sums are np.float64)
     return {f"ndcg@{k}": dcg / idcg if idcg > 0 else 0.0,
             f"recall@{k}": hits / R if R else 0.0,
             f"precision@{k}": hits / k,
             f"hit_rate@{k}": float(hits > 0),
-            f"mrr@{k}": 1.0 / (first[0] + 1) if first.size else 0.0,
+            f"mrr@{k}": 1.0 / (int(first[0]) + 1) if first.size else 0.0,
             f"map@{k}": ap_sum / R if R else 0.0,
             f"context_precision@{k}": ap_sum / min(R, k) if R else 0.0,
             f"forbidden@{k}": float(forbidden_hits)}
+
+# %% ../nbs/10_golden.ipynb #4c7000c2
+def trec_id(s, # a query id, relevance key or chunk id
+           )->str:
+    "`s` with whitespace and '%' percent-encoded (UTF-8 bytes), so it is one TREC field; `urllib.parse.unquote` reverses it."
+    s = str(s)
+    if not s: raise LKTError("an empty id cannot be written to a TREC file")
+    return "".join("".join(f"%{b:02X}" for b in ch.encode()) if ch.isspace() or ch == "%" else ch for ch in s)
+
+def golden_qrels(cases, # GoldenCases, or the path of a golden JSONL file
+                )->dict:
+    "Judgments of the golden cases as {case id: {relevance key: grade}} (ids as written by `trec_id`): what `ranx.Qrels.from_dict` reads."
+    if isinstance(cases, (str, Path)): cases = load_golden(cases)
+    return {trec_id(c.id): {trec_id(k): int(g) for k, g in c.relevant.items()} for c in cases}
+
+def to_trec_qrels(cases, # GoldenCases, the path of a golden JSONL file, or a `golden_qrels` dict
+                  path, # the qrels file to write
+                 )->Path:
+    "Write the golden judgments as a TREC qrels file (`qid 0 key grade`, ids through `trec_id`)."
+    q = cases if isinstance(cases, dict) else golden_qrels(cases)
+    return atomic_write_text(path, "".join(f"{qid} 0 {d} {g}\n" for qid, rel in q.items() for d, g in rel.items()))

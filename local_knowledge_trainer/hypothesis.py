@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats
 from scipy.special import ndtr, ndtri, gammaln
 
-from .core import LKTError, html_table, to_jsonable
+from .core import LKTError, html_table, to_jsonable, new_figure
 
 # %% ../nbs/09_hypothesis.ipynb #c0c4460f
 _EPS_REL = np.finfo(float).eps * 100  # relative tolerance for ">=" between resampled and observed statistics (as scipy)
@@ -225,10 +225,9 @@ def shapiro_normality(x, # sample (1-D)
 
 # %% ../nbs/09_hypothesis.ipynb #29f5d808
 def _new_fig(w=6, h=4, ncols=1):
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(w, h), layout="constrained")
-    axes = fig.subplots(1, ncols)
-    return fig, axes
+    "A figure that renders itself in any kernel (`core.new_figure`, no pyplot) and its axes."
+    fig = new_figure((w, h), layout="constrained")
+    return fig, fig.subplots(1, ncols)
 
 def plot_qq(x, # sample
             title:Optional[str]=None, # plot title (default shows the Shapiro–Wilk p-value)
@@ -533,7 +532,8 @@ def tukey_hsd(groups:dict, # name -> sample
     names, arrays = _groups_iv(groups)
     endog = np.concatenate(arrays); labels = np.repeat(names, [a.size for a in arrays])
     res = pairwise_tukeyhsd(endog, labels, alpha=alpha)
-    g = list(res.groupsunique)
+    lookup = {str(n_): n_ for n_ in names}
+    g = [lookup.get(str(x), str(x)) for x in res.groupsunique]  # the caller's group names, not numpy strings
     pairs = [{"group1": g[i], "group2": g[j], "meandiff": float(md), "p_adj": float(p), "lower": float(ci[0]), "upper": float(ci[1]),
               "reject": bool(rj)}
              for (i, j), md, p, ci, rj in zip(itertools.combinations(range(len(g)), 2), res.meandiffs, res.pvalues, res.confint, res.reject)]
@@ -639,7 +639,7 @@ def wilson_ci(successes:int, # number of successes (e.g. correct answers)
              )->"CIResult":
     "Wilson score interval for a binomial proportion."
     if n <= 0 or successes < 0 or successes > n: raise LKTError(f"need 0 <= successes <= n and n > 0, got {successes}/{n}")
-    z = ndtri(1 - alpha/2); p = successes/n
+    z = float(ndtri(1 - alpha/2)); p = successes/n
     den = 1 + z*z/n
     centre = (p + z*z/(2*n))/den
     half = z*math.sqrt(p*(1-p)/n + z*z/(4*n*n))/den
@@ -1063,3 +1063,19 @@ class HypothesisValidator:
                          "label": r.extra.get("label") or (effect_label(r.effect_size) if r.effect_name in ("Cohen's d", "d_z") else None),
                          "ci": r.ci, "ci_of": r.ci_name, "n": r.n, "assumptions": "; ".join(r.assumptions), "notes": "; ".join(r.notes)})
         return pd.DataFrame(rows)
+
+# %% ../nbs/09_hypothesis.ipynb #f1e21677
+def _numpy_scalars(x, # a result: dataclass, dict, list, tuple, or a scalar
+                   path:str="", # where `x` sits (for the report)
+                   skip:tuple=("details",), # fields / keys not walked (per-item arrays and frames for plots)
+                  )->list:
+    "(path, type name) of every numpy scalar inside `x`; numpy arrays and pandas objects are not walked."
+    if isinstance(x, (np.ndarray, pd.DataFrame, pd.Series, pd.Index)): return []
+    if isinstance(x, np.generic): return [(path or "<value>", type(x).__name__)]
+    if hasattr(x, "__dataclass_fields__") and not isinstance(x, type):
+        return [f for fl in fields(x) if fl.name not in skip for f in _numpy_scalars(getattr(x, fl.name), f"{path}.{fl.name}", skip)]
+    if isinstance(x, dict):
+        return [f for k, v in x.items() if k not in skip
+                for f in ([(f"{path}[key {k!r}]", type(k).__name__)] if isinstance(k, np.generic) else []) + _numpy_scalars(v, f"{path}[{k!r}]", skip)]
+    if isinstance(x, (list, tuple, set, frozenset)): return [f for i, v in enumerate(x) for f in _numpy_scalars(v, f"{path}[{i}]", skip)]
+    return []

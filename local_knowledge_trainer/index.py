@@ -19,6 +19,7 @@ from .core import Chunk, LKTError
 from .lexical import BM25Index, tokenize, query_language, okapi_idf, okapi_tf, term_matrix, top_positions
 from .vector_store import make_vector_store
 from .retrieval import Retriever, rrf_fuse
+from .store import check_where, where_matches
 
 # %% ../nbs/08_knowledge_base.ipynb #cbfa55dc
 class MemoryStore:
@@ -32,6 +33,7 @@ class MemoryStore:
     def iter_chunks(self): return iter(list(self._c.values()))
     def chunk_ids(self)->list: return list(self._c)
     def chunk_sources(self)->list: return [(i, c.source) for i, c in self._c.items()]
+    def filter_ids(self, where:dict)->list: w = check_where(where); return [i for i, c in self._c.items() if where_matches(w, c)]
     def count_chunks(self)->int: return len(self._c)
     def __len__(self): return len(self._c)
     def __repr__(self): return f"MemoryStore({len(self)} chunks)"
@@ -156,9 +158,13 @@ def add_channel(self:KnowledgeBase, name:str, # channel (and mode) name, e.g. "g
 @patch
 @delegates(Retriever.search)
 def search(self:KnowledgeBase, question:str, # the user's question
+           where:dict=None, # metadata filter: source (glob), format, language, page, layer (see `store.check_where`)
            **kwargs)->tuple:
-    "Top-k `ScoredChunk`s and the retrieval trace (`Retriever.search` with this base's settings)."
-    return self.retriever.search(question, **kwargs)
+    "Top-k `ScoredChunk`s and the retrieval trace (`Retriever.search` with this base's settings), among the chunks `where` selects."
+    if where is None: return self.retriever.search(question, **kwargs)
+    allowed = set(self.store.filter_ids(check_where(where)))
+    res, trace = self.retriever.search(question, allowed=allowed, **kwargs)
+    trace["where"] = check_where(where); return res, trace
 
 @patch
 def language_of(self:KnowledgeBase, question:str, # a query

@@ -17,7 +17,7 @@ import bm25s, bm25s.stopwords as _bsw
 from fastcore.basics import patch
 
 from .core import LKTError
-from .text import CJK_CLASS, detect_language
+from .text import CJK_CLASS, detect_language, language_ranking, OTHER_CONFIDENCE
 
 # %% ../nbs/06_lexical.ipynb #19b324b5
 _TOKEN_RE = re.compile(rf"([{CJK_CLASS}]+)|[^\W{CJK_CLASS}]+")  # group 1: a CJK run; otherwise a run of non-CJK word characters
@@ -96,6 +96,8 @@ _LATIN_FUNCTION = STOPWORDS["en"] | STOPWORDS["pt"] | _PT_EXTRA
 _ZH_FUNCTION = re.compile("什么|怎么|怎样|如何|为什么|为何|多少|哪|谁|吗|呢|吧|的|地|得|了|是|在|和|与|或|及|这|那|个|不|没|把|被|从|对|给|也|都|就|还|几")
 
 def _latin_language(toks:list, own:str, text:str)->str:
+    rank = language_ranking(text)  # py3langid over 21 Latin-script languages (text.identify_language)
+    if rank and rank[0][0] not in ("en", "pt") and rank[0][1] >= OTHER_CONFIDENCE: return "other"
     n_en = sum(t in _EN_VOTES for t in toks)
     n_pt = sum(t in _PT_VOTES for t in toks) + (2 if any(ch in _PT_MARKS for ch in own.lower()) else 0)
     if n_en == n_pt == 0:
@@ -341,10 +343,13 @@ def _rows(self:BM25Index):
 
 @patch
 def _ensure(self:BM25Index):
+    "Rebuild the by-term copy a query reads; the by-document rows are then dropped (one copy of the counts in memory) and rebuilt from it on next need."
     if not self._stale: return
-    self._compact()
+    self._rows(); self._compact()
     tf = sp.csr_matrix((self._cnt.v, self._cols.v, self._indptr.v), shape=(len(self._rid), len(self._vocab)))
-    self._query_ready(tf.tocsc())
+    csc = tf.tocsc(); del tf
+    self._indptr = self._cols = self._cnt = None; self._csr_ok = False   # freed before the scores: 8 bytes per count, 0.6 GB at 1M chunks
+    self._query_ready(csc)
 
 @patch
 def _query_ready(self:BM25Index, csc, # the counts by term
@@ -457,31 +462,40 @@ def from_store(cls:BM25Index, store, # anything with `iter_chunks()` yielding `C
         if len(ids) == cls._BATCH: idx.add(ids, texts); ids, texts = [], []
     return idx.add(ids, texts)
 
-_FILES = ("bm25_ids.json", "bm25_vocab.json", "bm25_counts.npz")
+_ARRAYS = ("indptr", "rows", "counts", "scores", "lengths")    # the CSC by term, its scores, the document lengths
+_FILES = ("bm25_ids.json", "bm25_vocab.json") + tuple(f"bm25_{a}.npy" for a in _ARRAYS)
 
-def _write(path:Path, name:str, data:bytes=None, arrays:dict=None)->dict:
-    "Write one file through a temporary name; its size (and CRC-32 for bytes) for the meta file."
+def _crc_file(f:Path)->int:
+    "CRC-32 of a file, read in 16 MiB blocks."
+    c = 0
+    with open(f, "rb") as fh:
+        for b in iter(lambda: fh.read(1 << 24), b""): c = zlib.crc32(b, c)
+    return c
+
+def _write(path:Path, name:str, data:bytes=None, array:np.ndarray=None)->dict:
+    "Write one file (bytes, or one array as .npy) through a temporary name; its size and CRC-32 for the meta file."
     tmp = path/(name + ".tmp")
     with open(tmp, "wb") as f:
-        if arrays is None: f.write(data)
-        else: np.savez(f, **arrays)
+        if array is None: f.write(data)
+        else: np.save(f, array, allow_pickle=False)
+    crc = zlib.crc32(data) if array is None else _crc_file(tmp)
     os.replace(tmp, path/name)
-    return {"bytes": (path/name).stat().st_size, **({"crc32": zlib.crc32(data)} if data is not None else {})}
+    return {"bytes": (path/name).stat().st_size, "crc32": crc}
 
 @patch
 def save(self:BM25Index, path, # directory to write (created if missing)
          key:dict=None, # caller metadata stored with the index (e.g. hashes of the store it was built from)
         )->Path:
-    "Write `bm25.json` (meta), `bm25_ids.json`, `bm25_vocab.json` and `bm25_counts.npz` (JSON and arrays, no pickle)."
+    "Write `bm25.json` (meta), `bm25_ids.json`, `bm25_vocab.json` and one `bm25_<array>.npy` per array (JSON and .npy, no pickle)."
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
     self._ensure(); c = self._csc  # the by-term copy: what `load` hands to the first query as it is
     js = lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     files = {"bm25_ids.json": _write(path, "bm25_ids.json", js(self._rid)),
              "bm25_vocab.json": _write(path, "bm25_vocab.json", js(self._terms_list())),
-             "bm25_counts.npz": _write(path, "bm25_counts.npz", arrays=dict(indptr=c.indptr.astype(np.int64), rows=c.indices.astype(np.int32),
-                                                                            counts=c.data.astype(np.int32), scores=self._score,
-                                                                            lengths=self._dl.v))}
-    meta = {"format": "lkt-bm25/2", "k1": self.k1, "b": self.b, "n_docs": len(self), "n_terms": len(self._vocab),
+             **{f"bm25_{k}.npy": _write(path, f"bm25_{k}.npy", array=a) for k, a in
+                zip(_ARRAYS, (c.indptr.astype(np.int64, copy=False), c.indices.astype(np.int32, copy=False),
+                              c.data.astype(np.int32, copy=False), self._score, self._dl.v))}}
+    meta = {"format": "lkt-bm25/3", "k1": self.k1, "b": self.b, "n_docs": len(self), "n_terms": len(self._vocab),
             "nnz": int(c.nnz), "layout": "csc", "tokenizer": describe_tokenizer(self.tokenizer), "key": key, "files": files}
     _write(path, "bm25.json", json.dumps(meta, indent=1).encode())  # last: the other files are complete before it names them
     self.key = key
@@ -506,23 +520,44 @@ def _unsorted_rows(ip:np.ndarray, cols:np.ndarray, block:int=1 << 24)->bool:
         if bad.any(): return True
     return False
 
-def _load_v2(path:Path, meta:dict)->tuple:
-    "ids, terms and the CSR arrays of a format-2 directory, checked."
+def _sized(f:Path, spec:dict)->Path:
+    "`f` after checking it exists with the size the meta file names."
+    if not f.exists(): raise LKTError(f"{f}: missing (named in bm25.json)")
+    if f.stat().st_size != spec.get("bytes"):
+        raise LKTError(f"{f}: {f.stat().st_size} bytes, bm25.json says {spec.get('bytes')} (truncated or partly written)")
+    return f
+
+def _arrays(path:Path, meta:dict, verify:bool)->dict:
+    "The CSC arrays: format 3 memory-mapped copy-on-write from their .npy files (CRC-checked if `verify`), format 2 read from the .npz."
+    files = meta["files"]
+    if meta["format"] == "lkt-bm25/2":
+        f = _sized(path/"bm25_counts.npz", files["bm25_counts.npz"])
+        try:
+            with np.load(f, allow_pickle=False) as z: return {k: z[k] for k in _ARRAYS}
+        except Exception as e: raise LKTError(f"{f}: unreadable ({type(e).__name__}: {e})") from e
+    a = {}
+    for k in _ARRAYS:
+        f = _sized(path/f"bm25_{k}.npy", files[f"bm25_{k}.npy"])
+        if verify and _crc_file(f) != files[f.name].get("crc32"): raise LKTError(f"{f}: CRC-32 mismatch (corrupted)")
+        try: a[k] = np.load(f, mmap_mode="c", allow_pickle=False)   # pages are read when a query touches them
+        except Exception as e: raise LKTError(f"{f}: unreadable ({type(e).__name__}: {e})") from e
+        if a[k].ndim != 1: raise LKTError(f"{f}: inconsistent index ({k} is not one-dimensional)")
+    return a
+
+def _load_v2(path:Path, meta:dict, verify:bool=True)->tuple:
+    "ids, terms and the CSC arrays of a format-2 or -3 directory, checked."
     files = meta.get("files") or {}
-    if any(n not in files for n in _FILES): raise LKTError(f"{path/'bm25.json'}: incomplete (files {list(_FILES)} expected)")
+    want = _FILES if meta["format"] == "lkt-bm25/3" else ("bm25_ids.json", "bm25_vocab.json", "bm25_counts.npz")
+    if any(n not in files for n in want): raise LKTError(f"{path/'bm25.json'}: incomplete (files {list(want)} expected)")
     def js(name):
         try: return json.loads(_read_checked(path/name, files[name]).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e: raise LKTError(f"{path/name}: invalid JSON ({e})") from e
     ids, terms = js("bm25_ids.json"), js("bm25_vocab.json")
-    f = path/"bm25_counts.npz"
-    if not f.exists(): raise LKTError(f"{f}: missing (named in bm25.json)")
-    if f.stat().st_size != files["bm25_counts.npz"].get("bytes"):
-        raise LKTError(f"{f}: {f.stat().st_size} bytes, bm25.json says {files['bm25_counts.npz'].get('bytes')} (truncated or partly written)")
-    try:
-        with np.load(f, allow_pickle=False) as z: a = {k: z[k] for k in ("indptr", "rows", "counts", "scores", "lengths")}
-    except Exception as e: raise LKTError(f"{f}: unreadable ({type(e).__name__}: {e})") from e
+    a = _arrays(path, meta, verify)
+    f = path/("bm25_counts.npz" if meta["format"] == "lkt-bm25/2" else "bm25_*.npy")
     ip, rows, cnt, dl = a["indptr"], a["rows"], a["counts"], a["lengths"]  # CSC: one column per term
     why = ("ids is not a list" if not isinstance(ids, list) else "vocab is not a list" if not isinstance(terms, list)
+           else "an index array is not integer" if not all(np.issubdtype(a[k].dtype, np.integer) for k in ("indptr", "rows", "counts", "lengths"))
            else f"{len(ids)} ids but bm25.json says {meta.get('n_docs')}" if len(ids) != meta.get("n_docs")
            else "array shapes disagree" if not (len(ip) == len(terms) + 1 and len(ids) == len(dl) and len(rows) == len(cnt) == ip[-1] and ip[0] == 0)
            else "indptr decreases" if (np.diff(ip) < 0).any()
@@ -546,15 +581,16 @@ def _load_v1(path:Path)->tuple:
     return ids, toks
 
 @patch(cls_method=True)
-def load(cls:BM25Index, path, # directory written by `save` (format 2, or format 1: bm25.json + docs.jsonl)
+def load(cls:BM25Index, path, # directory written by `save` (format 3; formats 2 and 1 still load)
          tokenizer:Callable=None, # required if the index was saved with a custom tokenizer
+         verify:bool=True, # check the arrays' CRC-32 (False: the caller has just verified the files, e.g. by a manifest's SHA-256)
         )->BM25Index:
     "Load an index written by `save` without re-tokenising; `.key` is the `key` given to `save`."
     path = Path(path)
     if not (path/"bm25.json").exists(): raise LKTError(f"{path}: not a BM25 index directory (bm25.json expected)")
     try: meta = json.loads((path/"bm25.json").read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e: raise LKTError(f"{path/'bm25.json'}: invalid JSON ({e})") from e
-    if not isinstance(meta, dict) or meta.get("format") not in ("lkt-bm25/1", "lkt-bm25/2"):
+    if not isinstance(meta, dict) or meta.get("format") not in ("lkt-bm25/1", "lkt-bm25/2", "lkt-bm25/3"):
         raise LKTError(f"{path/'bm25.json'}: unknown format {meta.get('format') if isinstance(meta, dict) else meta!r}")
     if tokenizer is None:
         if meta.get("tokenizer") is None:
@@ -569,7 +605,7 @@ def load(cls:BM25Index, path, # directory written by `save` (format 2, or format
         if len(idx) != meta.get("n_docs", len(idx)):
             raise LKTError(f"{path}: docs.jsonl has {len(idx)} documents but bm25.json says {meta['n_docs']} (truncated write?)")
         return idx
-    ids, terms, ip, rows, cnt, scores, dl = _load_v2(path, meta)
+    ids, terms, ip, rows, cnt, scores, dl = _load_v2(path, meta, verify)
     idx._terms, idx._vocab = terms, dict(zip(terms, range(len(terms))))
     idx._rid, idx._row = ids, dict(zip(ids, range(len(ids))))
     if len(idx._vocab) != len(terms) or len(idx._row) != len(ids):

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['UTF8_DAMAGE_RATIO', 'WESTERN_SLACK', 'DAMAGE_WARNINGS', 'n_windows', 'chunk_text', 'paragraph_spans',
-           'pack_paragraphs', 'detect_format', 'decode_bytes', 'Unit', 'sql_statement_info', 'DocumentParser',
-           'summarize', 'parse_summary_table']
+           'pack_paragraphs', 'fit_spans', 'detect_format', 'decode_bytes', 'Unit', 'sql_statement_info',
+           'DocumentParser', 'summarize', 'parse_summary_table']
 
 # %% ../nbs/02_parser.ipynb #abd97a5c
 import ast, fnmatch, hashlib, io, logging, os, re, unicodedata
@@ -13,14 +13,14 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from .core import Chunk, Document, chunk_id, html_table, text_table, ParseError
 
 logging.getLogger("pdfminer").setLevel(logging.ERROR)  # pdfminer's FontBBox chatter is not actionable for users
 
 # %% ../nbs/02_parser.ipynb #27f04136
-from .text import word_spans, count_words, detect_language, cjk_ratio
+from .text import word_spans, count_words, detect_language, identify_language, cjk_ratio, sentence_spans
 
 # %% ../nbs/02_parser.ipynb #773eebf8
 def _check_sizes(chunk_size, chunk_overlap):
@@ -92,6 +92,56 @@ def pack_paragraphs(text:str, # the unit text
             if cur: out.append(cur)
             cur, cur_n = (a, b), n
     if cur: out.append(cur)
+    return out
+
+# %% ../nbs/02_parser.ipynb #a59c4133
+def _token_budget(count_tokens:Callable)->int:
+    "Tokens every text pays whatever its content (special tokens, a model's passage prefix)."
+    return count_tokens([""])[0]
+
+def _pack_counted(pieces:list, budget:int)->list:
+    "Greedy packing of (start, end, tokens) pieces, in order, into spans of at most `budget` tokens."
+    out, cur, cur_n = [], None, 0
+    for x, y, c in pieces:
+        if cur is not None and cur_n + c <= budget: cur, cur_n = (cur[0], y), cur_n + c
+        else:
+            if cur: out.append(cur)
+            cur, cur_n = (x, y), c
+    if cur: out.append(cur)
+    return out
+
+def _split_span(text:str, a:int, b:int, count_tokens:Callable, max_tokens:int)->list:
+    "Pieces of `text[a:b]` within `max_tokens`: sentences packed, over-long sentences cut between words, then checked."
+    fixed = _token_budget(count_tokens)
+    budget = max(max_tokens - fixed, 1)
+    sents = [(a + x, a + y) for x, y in sentence_spans(text[a:b])]
+    pieces = []
+    for (x, y), c in zip(sents, count_tokens([text[x:y] for x, y in sents])):
+        if c - fixed <= budget: pieces.append((x, y, c - fixed)); continue
+        ws = [(x + p, x + q) for p, q in word_spans(text[x:y])]
+        pieces.extend((p, q, k - fixed) for (p, q), k in zip(ws, count_tokens([text[p:q] for p, q in ws])))
+    out, todo = [], _pack_counted(pieces, budget)
+    while todo:  # check with the tokenizer; halve what is still too long
+        nxt = []
+        for (x, y), n in zip(todo, count_tokens([text[x:y] for x, y in todo])):
+            ws = word_spans(text[x:y])
+            if n <= max_tokens or len(ws) < 2: out.append((x, y)); continue
+            m = len(ws) // 2
+            nxt += [(x, x + ws[m - 1][1]), (x + ws[m][0], y)]
+        todo = nxt
+    return sorted(out)
+
+def fit_spans(text:str, # the unit text
+              spans:list, # `(start, end)` chunk spans of `text`, e.g. from `pack_paragraphs`
+              count_tokens:Callable, # texts -> their token counts in the model's window (special tokens included)
+              max_tokens:int, # the model's window in tokens
+             )->list:
+    "`spans` with every span longer than `max_tokens` tokens cut, at sentence (else word) boundaries, into pieces that fit."
+    if not spans: return []
+    out = []
+    for (a, b), n in zip(spans, count_tokens([text[a:b] for a, b in spans])):
+        if n <= max_tokens: out.append((a, b))
+        else: out.extend(_split_span(text, a, b, count_tokens, max_tokens))
     return out
 
 # %% ../nbs/02_parser.ipynb #9cf189b9
@@ -224,8 +274,8 @@ def _pdf_units(data:bytes, source:str, password:str=None):
     except Exception as e:
         inner = e.args[0] if e.args and isinstance(e.args[0], Exception) else e
         if isinstance(inner, PDFPasswordIncorrect):
-            if password: raise ParseError(source, "encrypted PDF: the password given is wrong", "check the password (--password)")
-            raise ParseError(source, "encrypted PDF: a password is required", "pass it with password=... (CLI: --password)")
+            if password: raise ParseError(source, "encrypted PDF: the password given is wrong", "check the password (--password-file FILE or $LKT_PDF_PASSWORD)")
+            raise ParseError(source, "encrypted PDF: a password is required", "pass it with password=... (CLI: --password-file FILE or $LKT_PDF_PASSWORD)")
         if isinstance(inner, PDFEncryptionError):
             raise ParseError(source, f"encrypted PDF with an unsupported scheme ({inner})", "decrypt it first, e.g. `qpdf --decrypt`")
         raise ParseError(source, f"corrupt or unreadable PDF ({type(inner).__name__}: {inner})",
@@ -291,30 +341,35 @@ def _markdown_units(text:str):
     return units + _sections_from_headings(text, heads), warnings
 
 # %% ../nbs/02_parser.ipynb #de13a3e4
-_RST_ADORN = re.compile(r"""^([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])\1{2,}\s*$""")
+_RST_ADORN = re.compile(r"""^([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])\1*\s*$""")  # a line of one punctuation character
+_RST_SETTINGS = dict(report_level=5, halt_level=5, warning_stream=False, file_insertion_enabled=False, raw_enabled=False,
+                     _disable_config=True, character_level_inline_markup=False, line_length_limit=1_000_000)
+
+def _rst_headings(text:str)->list:
+    "(line0, level, title) of the section titles docutils finds: line0 is the overline's or the title's line (0-based)."
+    from docutils import frontend, nodes, utils
+    from docutils.parsers.rst import Parser
+    parser = Parser()
+    settings = frontend.get_default_settings(Parser)
+    for k, v in _RST_SETTINGS.items(): setattr(settings, k, v)
+    doc = utils.new_document("<rst>", settings)
+    parser.parse(text, doc)
+    lines, heads = text.splitlines(), []
+    for sec in doc.findall(nodes.section):
+        u = (sec.line or 0) - 1  # docutils' line of the section is its underline (1-based)
+        if not (1 <= u < len(lines)) or not _RST_ADORN.match(lines[u]) or not lines[u - 1].strip(): continue
+        t = u - 1
+        over = t >= 1 and lines[t - 1].strip() == lines[u].strip()  # docutils requires an overline to match the underline
+        level, p = 0, sec
+        while p is not None:
+            level += isinstance(p, nodes.section); p = p.parent
+        heads.append((t - 1 if over else t, level, lines[t].strip()))
+    return sorted(heads)
 
 def _rst_units(text:str):
-    lines = text.splitlines()
-    heads, styles, i = [], [], 0
-    def blank(k): return k < 0 or k >= len(lines) or not lines[k].strip()
-    while i < len(lines):
-        ln = lines[i]
-        # overline + title + underline
-        if _RST_ADORN.match(ln) and i + 2 < len(lines) and blank(i - 1) and lines[i + 1].strip() \
-           and _RST_ADORN.match(lines[i + 2]) and lines[i + 2].strip() == ln.strip() \
-           and len(ln.strip()) >= len(lines[i + 1].strip()):
-            style = (ln.strip()[0], True)
-            if style not in styles: styles.append(style)
-            heads.append((i, styles.index(style) + 1, lines[i + 1].strip()))
-            i += 3; continue
-        # title + underline
-        if ln.strip() and not ln[0].isspace() and not _RST_ADORN.match(ln) and blank(i - 1) and i + 1 < len(lines) \
-           and _RST_ADORN.match(lines[i + 1]) and len(lines[i + 1].strip()) >= len(ln.strip()):
-            style = (lines[i + 1].strip()[0], False)
-            if style not in styles: styles.append(style)
-            heads.append((i, styles.index(style) + 1, ln.strip()))
-            i += 2; continue
-        i += 1
+    try: heads = _rst_headings(text)
+    except Exception as e:  # docutils bug or pathological input: still index the file
+        raise _Fallback(f"docutils could not parse the file ({type(e).__name__}: {e}) — indexed as plain text")
     return _sections_from_headings(text, heads), []
 
 # %% ../nbs/02_parser.ipynb #12eae3d5
@@ -501,11 +556,14 @@ def _sql_units(text:str):
 # %% ../nbs/02_parser.ipynb #4d045f0e
 _READERS = {"markdown": _markdown_units, "rst": _rst_units, "python": _python_units, "java": _java_units, "sql": _sql_units}
 
-def _chunks_from_units(source:str, units:list, chunk_size:int, chunk_overlap:int, fmt:str)->tuple:
+def _chunks_from_units(source:str, units:list, chunk_size:int, chunk_overlap:int, fmt:str,
+                       max_tokens:int=None, count_tokens:Callable=None)->tuple:
     "Chunks of all units with deterministic ids (identical texts collapse, equal 100-char prefixes get salts) and links."
     chunks, by_text, prefix_n, dups = [], {}, Counter(), 0
     for ui, u in enumerate(units):
-        for a, b in pack_paragraphs(u.text, chunk_size, chunk_overlap):
+        spans = pack_paragraphs(u.text, chunk_size, chunk_overlap)
+        if max_tokens: spans = fit_spans(u.text, spans, count_tokens, max_tokens)
+        for a, b in spans:
             t = u.text[a:b]
             if t in by_text: dups += 1; continue
             salt = prefix_n[t[:100]]; prefix_n[t[:100]] += 1
@@ -525,16 +583,23 @@ class DocumentParser:
                  exclude:list=None, # fnmatch globs; a file matching one, or inside a folder matching one, is left out
                  password:str=None, # password for encrypted PDFs
                  follow_symlinks:bool=True, # follow symlinked files and folders (loops and repeats are detected)
+                 max_tokens:int=None, # the embedding model's window: longer chunks are cut to fit (`fit_spans`); None: words only
+                 count_tokens:Callable=None, # texts -> token counts with the model's tokenizer (`Embedder.count_tokens`)
                 ):
         _check_sizes(chunk_size, chunk_overlap)
+        if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 8):
+            raise ValueError(f"max_tokens must be the model's window as an integer >= 8 tokens, or None; got {max_tokens!r}")
+        if max_tokens is not None and not callable(count_tokens):
+            raise ValueError("max_tokens needs count_tokens, the model's token counter (e.g. Embedder.count_tokens)")
         self.chunk_size, self.chunk_overlap, self.password, self.follow_symlinks = chunk_size, chunk_overlap, password, follow_symlinks
+        self.max_tokens, self.count_tokens = max_tokens, count_tokens
         self.include = [include] if isinstance(include, str) else list(include or [])
         self.exclude = [exclude] if isinstance(exclude, str) else list(exclude or [])
         self.walk_log = []  # (path, reason) of folders/files left out of the last walk (hidden, excluded, symlink loop)
 
     def __repr__(self):
         return (f"DocumentParser(chunk_size={self.chunk_size}, chunk_overlap={self.chunk_overlap}, include={self.include}, "
-                f"exclude={self.exclude}, follow_symlinks={self.follow_symlinks})")
+                f"exclude={self.exclude}, follow_symlinks={self.follow_symlinks}, max_tokens={self.max_tokens})")
 
     # ---- one file -------------------------------------------------------------------------------------------------
     def _read_units(self, data:bytes, source:str, fmt:str)->tuple:
@@ -600,10 +665,10 @@ class DocumentParser:
             doc.status, doc.reason = "failed", f"unexpected {type(e).__name__} while parsing: {e} — please report this file"
             return doc
         doc.warnings.extend(warnings)
-        doc.chunks, dups = _chunks_from_units(source, units, self.chunk_size, self.chunk_overlap, fmt)
+        doc.chunks, dups = _chunks_from_units(source, units, self.chunk_size, self.chunk_overlap, fmt, self.max_tokens, self.count_tokens)
         sample = "\n".join(u.text for u in units)[:200_000]
         doc.metadata.update(meta)
-        doc.metadata.update(units=len(units), chars=sum(len(u.text) for u in units), language=detect_language(sample),
+        doc.metadata.update(units=len(units), chars=sum(len(u.text) for u in units), language=identify_language(sample),
                             cjk_ratio=round(cjk_ratio(sample), 4), duplicate_chunks=dups)
         if not doc.chunks and fmt != "pdf": doc.warnings.append("no text content (empty or whitespace only)")
         return doc

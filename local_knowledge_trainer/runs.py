@@ -7,21 +7,22 @@ __all__ = ['ALL_MODES', 'EXIT_REGRESSION', 'code_provenance', 'EvalRun', 'evalua
            'compare_runs', 'BaselineComparison', 'compare_with_baseline']
 
 # %% ../nbs/11_runs.ipynb #7af82940
-import datetime, hashlib, itertools, json, platform, subprocess, sys, time, warnings
+import datetime, hashlib, itertools, json, math, platform, subprocess, sys, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 
-from .core import LKTError, html_table, text_table, atomic_write_text, sha256_file as _sha256_file
+from .core import LKTError, html_table, text_table, atomic_write_text, new_figure, sha256_file as _sha256_file
 from .hypothesis import (compare_paired, bootstrap_ci, correct_pvalues, paired_power,
                                                 paired_permutation_test, plot_forest,
                                                 westfall_young_maxt, westfall_young_perm)
-from .golden import KeyMatcher, label_ranking, load_golden, check_cases, metric_names, ranking_metrics
+from .golden import (KeyMatcher, label_ranking, load_golden, check_cases, metric_names, ranking_metrics,
+                                            trec_id, to_trec_qrels as _write_qrels)
 
 # %% ../nbs/11_runs.ipynb #2784b4bb
 def _git_commit(where:Path)->Optional[dict]:
@@ -89,6 +90,9 @@ class EvalRun:
     provenance:dict # how, on what and with which code the run was made
     k:int=10 # cut-off
     modes:list=field(default_factory=list) # modes evaluated, in order
+    ranked_scores:dict=field(default_factory=dict) # mode -> query id -> the retriever's score at each rank (parallel to `results`)
+    credited:dict=field(default_factory=dict) # mode -> query id -> the relevance key credited at each rank (None: not credited)
+    qrels:dict=field(default_factory=dict) # query id -> relevance key -> grade (the golden judgments)
 
     @property
     def metrics(self)->list: return metric_names(self.k)
@@ -107,8 +111,8 @@ class EvalRun:
                 ", ".join(f"{md}: ndcg@{self.k}={self.aggregate[md][f'ndcg@{self.k}']['mean']:.3f}" for md in self.modes) + ")")
 
 # %% ../nbs/11_runs.ipynb #027e7638
-def _run_cases(cases, modes, retr, k, gain, rows, results, bar):
-    "Retrieve and score every case in every mode (appends to rows and results)."
+def _run_cases(cases, modes, retr, k, gain, rows, results, scores, credited, step):
+    "Retrieve and score every case in every mode (appends to rows, results, scores and credited; `step()` after each)."
     for case in cases:
         rel_m, forb_m = KeyMatcher(case.relevant), KeyMatcher(case.forbidden)
         for m in modes:
@@ -121,27 +125,31 @@ def _run_cases(cases, modes, retr, k, gain, rows, results, bar):
             row.update(ranking_metrics(labels, case.relevant, k=k, gain=gain, forbidden_hits=nf))
             row["first_relevant_rank"] = next((i + 1 for i, l in enumerate(labels[:k]) if l is not None and case.relevant.get(l, 0) >= 1), None)
             rows.append(row); results[m][case.id] = [c.id for c in chunks]
-            bar.update(1)
+            scores[m][case.id] = [float(c.score) for c in chunks]; credited[m][case.id] = labels
+            step()
 
-def _embed_queries(kb, cases, modes):
-    "Embed every distinct query once, batched, into the embedder's text cache (dense and hybrid read it back)."
+def _query_embedder(kb, modes):
+    "The embedder whose text cache dense and hybrid retrieval read queries from, or None when no mode embeds them."
     emb = getattr(kb, "embedder", None)
-    if emb is None or not hasattr(emb, "embed_queries") or not any(m in ("dense", "hybrid") for m in modes): return
-    emb.embed_queries(list(dict.fromkeys(c.query for c in cases)))
+    if emb is None or not hasattr(emb, "embed_queries") or not any(m in ("dense", "hybrid") for m in modes): return None
+    return emb
 
 # %% ../nbs/11_runs.ipynb #7075e167
 def evaluate(kb, # a KnowledgeBase, a KnowledgeTrainer, a BeirIndex: anything with .retriever and .store
              cases, # GoldenCases, or the path of a golden JSONL file
              mode="hybrid", # a mode, a list of modes, or "all" (hybrid, dense, sparse)
              k:int=10, # cut-off
-             progress:bool=True, # tqdm progress bar (on stderr)
+             progress:Callable=None, # progress(stage, done, total): "embed" (distinct queries), then "evaluate" (queries × modes); True/False: the bar, as `show_progress`
              gain:str="linear", # nDCG gain: "linear" (ranx's ndcg) or "exp"
              command:str=None, # the command line to record (default: sys.argv)
              check:bool=True, # warn about relevance keys that match no stored chunk
              n_resamples:int=10_000, # bootstrap resamples of the aggregate CIs
              batch_queries:bool=True, # embed all queries in one batched pass first, through the embedder's text cache
+             show_progress:bool=True, # tqdm progress bar (stderr in a terminal, a widget in Jupyter)
             )->EvalRun:
-    "Retrieve every case in every mode and score it; returns an `EvalRun` with per-query metrics, CIs and provenance."
+    "Retrieve every case in every mode and score it; returns an `EvalRun` with per-query metrics, CIs, scored rankings and provenance."
+    if isinstance(progress, bool): show_progress, progress = progress, None
+    report = progress or (lambda stage, done, total: None)
     golden_path = None
     if isinstance(cases, (str, Path)): golden_path = Path(cases); cases = load_golden(cases)
     cases = list(cases)
@@ -154,11 +162,17 @@ def evaluate(kb, # a KnowledgeBase, a KnowledgeTrainer, a BeirIndex: anything wi
     if problems:
         warnings.warn(f"{len(problems)} relevance key(s) match no stored chunk, e.g. {problems[0]['case']}: {problems[0]['key']!r} "
                       "— check the paths, or ingest the corpus the golden set was written for")
-    rows, results = [], {m: {} for m in modes}
-    t0 = time.perf_counter()
-    if batch_queries: _embed_queries(kb, cases, modes)
-    with tqdm(total=len(cases) * len(modes), desc="evaluate", unit="query", disable=not progress, file=sys.stderr) as bar:
-        _run_cases(cases, modes, retr, k, gain, rows, results, bar)
+    rows, results, scores, credited = [], {m: {} for m in modes}, {m: {} for m in modes}, {m: {} for m in modes}
+    t0 = time.perf_counter(); n_q, total = len(dict.fromkeys(c.query for c in cases)), len(cases) * len(modes)
+    emb = _query_embedder(kb, modes) if batch_queries else None
+    if emb is not None:  # every distinct query embedded once, batched, into the cache the retriever reads
+        report("embed", 0, n_q); emb.embed_queries(list(dict.fromkeys(c.query for c in cases))); report("embed", n_q, n_q)
+    with tqdm(total=total, desc="evaluate", unit="query", disable=not show_progress, file=sys.stderr) as bar:
+        done = 0; report("evaluate", 0, total)
+        def step():
+            nonlocal done
+            done += 1; bar.update(1); report("evaluate", done, total)
+        _run_cases(cases, modes, retr, k, gain, rows, results, scores, credited, step)
     agg = {m: {name: _ci([r[name] for r in rows if r["mode"] == m], n_resamples) for name in metric_names(k)} for m in modes}
     prov = {"command": command if command is not None else " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -167,7 +181,8 @@ def evaluate(kb, # a KnowledgeBase, a KnowledgeTrainer, a BeirIndex: anything wi
             "golden": {"path": str(golden_path) if golden_path else None,
                        "sha256": _sha256_file(golden_path) if golden_path else getattr(kb, "golden_sha256", None)},
             "index": _manifest(kb), "retriever": _retriever_settings(retr), "unmatched_keys": problems}
-    return EvalRun(rows, agg, results, prov, k=k, modes=modes)
+    qrels = {c.id: {key: int(g) for key, g in c.relevant.items()} for c in cases}
+    return EvalRun(rows, agg, results, prov, k=k, modes=modes, ranked_scores=scores, credited=credited, qrels=qrels)
 
 # %% ../nbs/11_runs.ipynb #f924a9b6
 @patch
@@ -217,7 +232,8 @@ def text_table(self:EvalRun, metrics:list=None, # metric names (default: all)
 def to_dict(self:EvalRun)->dict:
     "The run as a JSON-able dict."
     return {"format": "lkt-eval/1", "k": self.k, "modes": self.modes, "provenance": self.provenance,
-            "aggregate": self.aggregate, "cases": self.cases, "results": self.results}
+            "aggregate": self.aggregate, "cases": self.cases, "results": self.results,
+            "ranked_scores": self.ranked_scores, "credited": self.credited, "qrels": self.qrels}
 
 @patch
 def to_json(self:EvalRun, **kw)->str:
@@ -235,7 +251,8 @@ def from_dict(cls:EvalRun, d:dict)->EvalRun:
     "The run stored in `d` (as written by `to_dict`)."
     if d.get("format") != "lkt-eval/1": raise LKTError(f"not an LKT evaluation run (format={d.get('format')!r})")
     return cls(cases=d["cases"], aggregate=d["aggregate"], results=d["results"], provenance=d["provenance"],
-               k=int(d["k"]), modes=list(d["modes"]))
+               k=int(d["k"]), modes=list(d["modes"]), ranked_scores=d.get("ranked_scores") or {},
+               credited=d.get("credited") or {}, qrels=d.get("qrels") or {})  # runs saved before scores were kept lack the last three
 
 def load_baseline(path, # a JSON file written by `EvalRun.save_baseline`
                  )->EvalRun:
@@ -246,6 +263,71 @@ def load_baseline(path, # a JSON file written by `EvalRun.save_baseline`
     except json.JSONDecodeError as e: raise LKTError(f"{path}: invalid JSON ({e})") from None
     try: return EvalRun.from_dict(d)
     except KeyError as e: raise LKTError(f"{path}: baseline lacks the field {e}") from None
+
+# %% ../nbs/11_runs.ipynb #15b63446
+def _strictly_decreasing(scores:list)->list:
+    "The scores in rank order, each tie (or rise) lowered by the fewest float steps that make them strictly decreasing."
+    out = []
+    for s in map(float, scores):
+        if out and not s < out[-1]: s = math.nextafter(out[-1], -math.inf)
+        out.append(s)
+    return out
+
+@patch
+def trec_run(self:EvalRun, mode:str=None, # a mode of this run (default: the first)
+             units:str="keys", # "keys": the credited relevance keys (what the metrics score); "chunks": the retrieved chunk ids
+            )->dict:
+    "{query id: {doc id: score}} of one mode in rank order: ids through `trec_id`, scores strictly decreasing."
+    mode = mode or self.modes[0]
+    if mode not in self.modes: raise LKTError(f"mode {mode!r} not in this run (modes: {self.modes})")
+    if units not in ("keys", "chunks"): raise LKTError(f"units must be 'keys' or 'chunks', got {units!r}")
+    if not self.ranked_scores.get(mode):
+        raise LKTError("this run holds no retrieval scores (it was saved before LKT kept them): run `evaluate` again to export it")
+    out = {}
+    for qid, ids in self.results[mode].items():
+        labs = self.credited[mode][qid] if units == "keys" else [None] * len(ids)
+        docs = {}
+        for cid, lab, s in zip(ids, labs, _strictly_decreasing(self.ranked_scores[mode][qid])):
+            d = trec_id(lab) if lab is not None else None
+            docs[d if d is not None and d not in docs else trec_id(cid)] = s
+        if docs: out[trec_id(qid)] = docs
+    return out
+
+@patch
+def to_trec_run(self:EvalRun, path, # the run file to write
+                mode:str=None, # a mode of this run (default: the first)
+                tag:str=None, # the run tag, the last column (default "lkt-<mode>")
+                units:str="keys", # "keys" (scored against `to_trec_qrels`) or "chunks" (the retrieved chunk ids)
+               )->Path:
+    "Write one mode as a TREC run file (`qid Q0 doc rank score tag`), scores strictly decreasing in LKT's rank order."
+    mode = mode or self.modes[0]; tag = f"lkt-{mode}" if tag is None else str(tag)
+    if not tag or any(ch.isspace() for ch in tag): raise LKTError(f"the run tag must be one word without whitespace, got {tag!r}")
+    run = self.trec_run(mode, units)
+    return atomic_write_text(path, "".join(f"{q} Q0 {d} {r} {s!r} {tag}\n" for q, docs in run.items() for r, (d, s) in enumerate(docs.items(), 1)))
+
+@patch
+def to_trec_qrels(self:EvalRun, path, # the qrels file to write
+                 )->Path:
+    "Write the run's golden judgments as a TREC qrels file (`qid 0 key grade`, ids through `trec_id`)."
+    if not self.qrels: raise LKTError("this run holds no judgments (it was saved before LKT kept them): write them with golden.to_trec_qrels(golden_file, path)")
+    return _write_qrels({trec_id(q): {trec_id(key): int(g) for key, g in rel.items()} for q, rel in self.qrels.items()}, path)
+
+@patch
+def to_ranx(self:EvalRun, mode=None, # a mode (-> one Run); a list of modes, "all" or None: every mode (-> a list of Runs)
+           )->tuple:
+    "(ranx.Qrels, ranx.Run) of one mode, or (Qrels, [one Run per mode]) for `ranx.compare`; the exported ids and scores, runs named by mode."
+    try: import ranx
+    except ImportError: raise LKTError("to_ranx needs the ranx package: pip install ranx") from None
+    if not self.qrels: raise LKTError("this run holds no judgments (it was saved before LKT kept them): run `evaluate` again")
+    one = isinstance(mode, str) and mode != "all"
+    modes = [mode] if one else (list(self.modes) if mode in (None, "all") else list(mode))
+    runs = []
+    for m in modes:
+        d = self.trec_run(m)
+        if not d: raise LKTError(f"mode {m!r} retrieved nothing for any query: no ranx.Run to build")
+        runs.append(ranx.Run.from_dict(d, name=m))
+    qrels = ranx.Qrels.from_dict({trec_id(q): {trec_id(key): int(g) for key, g in rel.items()} for q, rel in self.qrels.items()})
+    return qrels, runs[0] if one else runs
 
 # %% ../nbs/11_runs.ipynb #d3edbb76
 def _pair_stats(a:np.ndarray, b:np.ndarray, alpha:float, seed:int, n_resamples:int)->dict:
@@ -360,9 +442,9 @@ def plot_forest(self:Comparison):
 @patch
 def plot_differences(self:Comparison):
     "Per-query differences (sorted) for every pair; returns a Figure."
-    import matplotlib.pyplot as plt
     n = len(self.diffs)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False, sharey=True)
+    fig = new_figure((4.2 * n, 3.4), layout="constrained")
+    axes = fig.subplots(1, n, squeeze=False, sharey=True)
     for ax, (lab, d) in zip(axes[0], self.diffs.items()):
         s = d.sort_values().to_numpy()
         ax.bar(range(len(s)), s, color=["C3" if v < 0 else "C2" if v > 0 else "0.7" for v in s], width=1.0)
@@ -370,7 +452,6 @@ def plot_differences(self:Comparison):
         ax.axhline(0, color="0.3", lw=0.6)
         ax.set_title(lab, fontsize=9); ax.set_xlabel("queries (sorted)"); ax.legend(fontsize=8, loc="upper left")
     axes[0][0].set_ylabel(f"Δ {self.metric} (A − B)")
-    fig.tight_layout()
     return fig
 
 # %% ../nbs/11_runs.ipynb #614a57c0

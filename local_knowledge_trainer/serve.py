@@ -55,6 +55,15 @@ class SearchRequest(BaseModel):
     mode: Mode = Field("hybrid", description="retrieval mode: hybrid, dense, sparse, text or graph")
     trace: bool = Field(False, description="include the retrieval trace (`--trace`)")
     confidence: bool = Field(True, description="compute the calibrated confidence (false: `--no-confidence`)")
+    where: Optional[dict] = Field(None, description="metadata filter: source (glob or list), format, language, page (n, [first, last] or \"3-7\"), layer")
+
+    @field_validator("where")
+    @classmethod
+    def _where(cls, v):
+        from local_knowledge_trainer.store import check_where
+        try: check_where(v)
+        except LKTError as e: raise ValueError(str(e)) from None
+        return v
 
     @field_validator("question", mode="before")
     @classmethod
@@ -81,6 +90,8 @@ class IngestRequest(BaseModel):
     strict: bool = Field(False, description="approve only documents that significantly improve retrieval")
     keep_rejected: bool = Field(False, description="keep documents the gate rejects (report only)")
     alpha: Optional[float] = Field(None, gt=0, lt=1, description="the gate's significance level")
+    layer: str = Field("primary", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", description="evidence layer of these documents (primary, secondary, derived or your own)")
+    source_note: Optional[str] = Field(None, max_length=500, description="a version or licence note kept with each document")
 
     @field_validator("path", "probe_queries", mode="before")
     @classmethod
@@ -228,13 +239,9 @@ class _Served:
         self.refs, self.retired, self.graph_lock, self.since = 0, False, threading.Lock(), time.time()
 
 def _llm_fn(llm, url:str=None, timeout:float=60.0):
-    "A callable LLM from a callable, `ollama:MODEL` or `openai:MODEL` (None: no LLM)."
-    if llm is None or callable(llm): return llm
-    from local_knowledge_trainer.trainer import ollama_llm, openai_compatible_llm
-    kind, _, model = str(llm).partition(":")
-    if not model or kind not in ("ollama", "openai"): raise LKTError(f"llm {llm!r}: use ollama:MODEL, openai:MODEL or a (prompt) -> str function")
-    make, default = (ollama_llm, "http://localhost:11434") if kind == "ollama" else (openai_compatible_llm, "http://localhost:8000/v1")
-    return make(model, url or default, timeout=timeout) if kind == "ollama" else make(model, base_url=url or default, timeout=timeout)
+    "A callable LLM from a callable, `ollama:MODEL` or `openai:MODEL` (None: no LLM); `00a_llm.llm_from_spec`."
+    from local_knowledge_trainer.llm import llm_from_spec
+    return llm_from_spec(llm, url=url, timeout=timeout)
 
 # %% ../nbs/23_serve.ipynb #b2f65cd6
 class _Service:
@@ -435,7 +442,8 @@ def _run(self:_Service, job:Job):
         q = job.request
         kw = dict(include=q.get("include"), exclude=q.get("exclude"), chunk_size=q.get("chunk_size"), chunk_overlap=q.get("chunk_overlap"),
                   hypothesis_test=q.get("hypothesis_test"), probe_queries=job.probes, strict=q.get("strict", False),
-                  on_reject="keep" if q.get("keep_rejected") else "drop", sync=bool(q.get("sync")), progress=job.progress)
+                  on_reject="keep" if q.get("keep_rejected") else "drop", sync=bool(q.get("sync")), progress=job.progress,
+                  layer=q.get("layer") or "primary", source_note=q.get("source_note"))
         if q.get("alpha") is not None: kw["alpha"] = q["alpha"]
         r = writer.ingest(job.path, **kw)
         job.result = clean_json(ingest_json(r, writer.stats))
@@ -683,7 +691,8 @@ def create_app(persist_dir, # the base folder to serve (`--persist`)
                         raise ServeError(409, "mode 'graph' needs the entity graph, and this base has none",
                                          "build it with `lkt ingest PATH --graph` (KnowledgeTrainer.build_graph()), or use another mode")
                     s.kt.graph_builder
-            resp = (s.answerer if answer else s.kt).query(req.question, k=req.k, mode=req.mode, return_confidence=req.confidence)
+            resp = (s.answerer if answer else s.kt).query(req.question, k=req.k, mode=req.mode, return_confidence=req.confidence,
+                                                          **({"where": req.where} if req.where is not None else {}))
             return J(response_json(resp, req.trace), headers=gen_headers(s))
 
     @app.post("/search", tags=["questions"], responses=errors)

@@ -699,7 +699,7 @@ CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
     **{f"index.faiss mutated {i}": ((lambda i: lambda b, t: (_flip(b / "vector_store/index.faiss", i), _sign(b / "vector_store")))(i),
                                     "index.faiss") for i in range(6)},
     "index.faiss empty": (lambda b, t: ((b / "vector_store/index.faiss").write_bytes(b""), _sign(b / "vector_store")), "index.faiss"),
-    "bm25 counts garbage": (lambda b, t: ((b / "vector_store/bm25_counts.npz").write_bytes(b"PK\x03\x04" + bytes(64)), _sign(b / "vector_store")), "bm25_counts.npz"),
+    "bm25 counts garbage": (lambda b, t: ((b / "vector_store/bm25_counts.npy").write_bytes(b"\x93NUMPY" + bytes(64)), _sign(b / "vector_store")), "bm25_counts.npy"),
     "confidence models garbage": (lambda b, t: ((b / "vector_store/confidence.json").write_text('{"format": "lkt-confidence/1", "models": [{"k": 1}]}'),
                                   _sign(b / "vector_store")), "confidence.json"),
     "lock record garbage": (lambda b, t: (b / "write.lock.json").write_text("{not json"), "write.lock.json"),

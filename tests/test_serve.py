@@ -67,6 +67,10 @@ def test_endpoints_over_http(server):
     assert headers["x-lkt-generation"] == str(h["generation"])
     status, _, e = _get(f"{server}/search", {"question": "x", "k": 0})
     assert status == 422 and e["error"].startswith("k: ") and "1 to 100" in e["fix"], e
+    status, _, r = _get(f"{server}/search", {"question": "solar panels payback", "k": 5, "where": {"source": "*.pdf", "page": [3, 3]}})
+    assert status == 200 and r["results"] and all(x["source"].endswith("reports/solar_report.pdf") and x["page"] == 3 for x in r["results"]), r
+    status, _, e = _get(f"{server}/search", {"question": "x", "where": {"sorce": "*.pdf"}})
+    assert status == 422 and "unknown key 'sorce'" in e["error"], e
 
 
 @pytest.fixture(scope="module")
