@@ -17,7 +17,7 @@ import bm25s, bm25s.stopwords as _bsw
 from fastcore.basics import patch
 
 from .core import LKTError
-from .text import CJK_CLASS, detect_language, language_ranking, OTHER_CONFIDENCE
+from .text import CJK_CLASS, detect_language
 
 # %% ../nbs/06_lexical.ipynb #19b324b5
 _TOKEN_RE = re.compile(rf"([{CJK_CLASS}]+)|[^\W{CJK_CLASS}]+")  # group 1: a CJK run; otherwise a run of non-CJK word characters
@@ -96,8 +96,6 @@ _LATIN_FUNCTION = STOPWORDS["en"] | STOPWORDS["pt"] | _PT_EXTRA
 _ZH_FUNCTION = re.compile("什么|怎么|怎样|如何|为什么|为何|多少|哪|谁|吗|呢|吧|的|地|得|了|是|在|和|与|或|及|这|那|个|不|没|把|被|从|对|给|也|都|就|还|几")
 
 def _latin_language(toks:list, own:str, text:str)->str:
-    rank = language_ranking(text)  # py3langid over 21 Latin-script languages (text.identify_language)
-    if rank and rank[0][0] not in ("en", "pt") and rank[0][1] >= OTHER_CONFIDENCE: return "other"
     n_en = sum(t in _EN_VOTES for t in toks)
     n_pt = sum(t in _PT_VOTES for t in toks) + (2 if any(ch in _PT_MARKS for ch in own.lower()) else 0)
     if n_en == n_pt == 0:

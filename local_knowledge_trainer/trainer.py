@@ -28,7 +28,7 @@ from .store import EvidenceStore, clean_query, content_key
 from .persist import BaseBusyError, Strict, WriterLock, canonical_source, lock_holder, read_checked
 from .embeddings import Embedder, EmbeddingCache, model_for_language
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
-from .vector_store import cleanup_leftovers, generation_of, leftovers
+from .vector_store import cleanup_leftovers, generation_of, leftovers, verify_files
 
 # %% ../nbs/21_trainer.ipynb #8ada40cb
 FORMAT_VERSION = 1
@@ -275,7 +275,8 @@ def _load(self:KnowledgeTrainer):
         gen = self._disk_generation()
         if (pd / "vector_store").exists() or any(pd.glob("vector_store.trash-*")):
             try:
-                vectors = load_store(pd, expected_model=emb.name, expected_dim=emb.dim, readonly=True, extra=_read_derived)
+                vectors = load_store(pd, expected_model=emb.name, expected_dim=emb.dim, readonly=True, extra=_read_derived,
+                                     verify="full" if getattr(self, "_verify_full", False) else True)
                 gen = int((getattr(vectors, "manifest", None) or {}).get("generation") or 0)
             except IndexMismatchError as e:
                 if not self._rebuild_requested: raise self._mismatch(e) from None
@@ -1107,6 +1108,14 @@ def _json_files(pd:Path)->list:
 def _repair(self:KnowledgeTrainer)->list:
     "Repair the base under the write lock; returns what was done."
     if self.persist_dir is not None and not self.persist_dir.exists(): return []   # nothing to repair, and nothing is created
+    if self.persist_dir is not None and verify_files(self.persist_dir):   # a damaged byte the sampled open check let through:
+        self._verify_full, self._needs_load = True, True                   # reload checking every byte, so the damaged files are rebuilt
+    try: return self._repair_locked()
+    finally: self._verify_full = False
+
+@patch
+def _repair_locked(self:KnowledgeTrainer)->list:
+    "`_repair` under the write lock."
     with self._writing("lkt doctor --repair"):
         ic = self.store.integrity_check()
         if not ic.get("ok") and ic.get("sqlite") == "ok" and not ic.get("foreign_key_violations") and not ic.get("dangling_links"):
@@ -1146,6 +1155,10 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
             add("vector store", False, f"recorded with {recorded_model(pd)!r}; opened to re-embed with {self.embedder.name!r} at the first write",
                 f"`lkt ingest PATH{P} --model {self.embedder.name} --rebuild`")
         else: add("vector store", True, f"{getattr(self.vectors, 'kind', self.kb.vector_backend)}, {len(self._published)} vectors published, generation {self._generation}")
+        if not self.vector_error and (pd / "vector_store").exists():   # the open checks large files by samples; doctor reads every byte
+            bad = verify_files(pd)
+            add("published files", not bad, "; ".join(bad) or "every byte matches the manifest's SHA-256",
+                f"`lkt doctor --repair{P}` rebuilds the damaged index from the evidence store and the embedding cache")
         if self.derived_error: add("saved BM25 index", False, self.derived_error, f"`lkt doctor --repair{P}` publishes it again")
         elif getattr(self.vectors, "extra", None): add("saved BM25 index", True, f"{len(self.lexical)} chunks, checked against the store's content hashes")
         conf = (getattr(self.vectors, "extra", None) or {}).get("confidence")

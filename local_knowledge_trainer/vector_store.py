@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'DEFAULT_EF_SEARCH', 'DEFAULT_EF_CONSTRUCTION', 'CALIBRATE_TARGET', 'EF_STEPS', 'EXACT_MAX',
-           'MANIFEST', 'IndexMismatchError', 'IndexCorruptedError', 'VectorStore', 'NumpyStore', 'FaissHNSWStore',
-           'ChromaStore', 'AutoStore', 'make_vector_store', 'NumpyParams', 'FaissParams', 'ChromaParams', 'AutoParams',
-           'StoreFile', 'ManifestFile', 'IdsFile', 'leftovers', 'cleanup_leftovers', 'generation_of', 'save_store',
+           'MANIFEST', 'VERIFY_FULL_MAX', 'SAMPLE_BLOCKS', 'SAMPLE_BYTES', 'IndexMismatchError', 'IndexCorruptedError',
+           'VectorStore', 'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'AutoStore', 'make_vector_store',
+           'NumpyParams', 'FaissParams', 'ChromaParams', 'AutoParams', 'StoreFile', 'ManifestFile', 'IdsFile',
+           'leftovers', 'cleanup_leftovers', 'generation_of', 'sampled_sha256', 'verify_files', 'save_store',
            'read_manifest', 'load_store', 'hnsw_recall']
 
 # %% ../nbs/05_vector_store.ipynb #aa4c4d9b
@@ -526,6 +527,7 @@ class ManifestFile(Strict):
     params:dict[str, Any]={}
     ids_sha256:str=Field(pattern=r"^[0-9a-f]{64}$")
     files:dict[str, str]
+    samples:dict[str, str]={}  # name -> SHA-256 of its sampled blocks (`sampled_sha256`): files above VERIFY_FULL_MAX
     extra_hashes:dict[str, Any]={}
     created:str=""
     generation:int=Field(0, ge=0)  # +1 per publish; manifests written before it existed read as 0
@@ -717,6 +719,32 @@ def generation_of(persist_dir, # knowledge-base directory
     m = _read_manifest_dir(d)
     return 0 if m is None else m["generation"]
 
+VERIFY_FULL_MAX = 256 << 20   # bytes: files up to this size are hashed in full on every open; larger ones by sampled blocks
+SAMPLE_BLOCKS, SAMPLE_BYTES = 64, 1 << 16
+
+def sampled_sha256(path, # a published file
+                   full_sha256:str, # its full SHA-256: seeds the block offsets (set by the content, unknown before it is written)
+                  )->str:
+    "SHA-256 of the file's size, its first and last MiB and SAMPLE_BLOCKS blocks of SAMPLE_BYTES at offsets seeded by its full hash."
+    p = Path(path); n = p.stat().st_size; h = hashlib.sha256(str(n).encode()); edge = 1 << 20
+    rng = np.random.default_rng(int(full_sha256[:16], 16))
+    offs = sorted({0, max(0, n - edge), *rng.integers(0, max(1, n - SAMPLE_BYTES), SAMPLE_BLOCKS).tolist()})
+    with open(p, "rb") as f:
+        for o in offs: f.seek(o); h.update(f.read(edge if o in (0, max(0, n - edge)) else SAMPLE_BYTES))
+    return h.hexdigest()
+
+def verify_files(persist_dir, # knowledge-base directory
+                )->list:
+    "Every published file hashed in full against the manifest (what `doctor` checks): the problems found, [] when all match."
+    d, _ = _published(Path(persist_dir)); m = _read_manifest_dir(d)
+    if m is None: return []
+    bad = []
+    for name, h in m["files"].items():
+        p = confine(name, d, f"{d / MANIFEST}: files")
+        if not p.exists(): bad.append(f"{p}: missing")
+        elif _sha256_file(p) != h: bad.append(f"{p}: content hash differs from {MANIFEST}")
+    return bad
+
 def save_store(store:VectorStore, # the store to publish
                persist_dir:str, # knowledge-base directory; the store goes to persist_dir/vector_store/
                model:str, # canonical embedding model name (Embedder.name)
@@ -739,7 +767,8 @@ def save_store(store:VectorStore, # the store to publish
         manifest = {"format_version": FORMAT_VERSION, "backend": store.kind, "model": model, "dim": store.dim,
                     "count": len(ids), "params": store.params(),
                     "ids_sha256": hashlib.sha256(json.dumps(ids).encode()).hexdigest(),
-                    "files": {p.name: _sha256_file(p) for p in sorted(staging.iterdir()) if p.is_file()},
+                    "files": (files := {p.name: _sha256_file(p) for p in sorted(staging.iterdir()) if p.is_file()}),
+                    "samples": {n: sampled_sha256(staging / n, h) for n, h in files.items() if (staging / n).stat().st_size > VERIFY_FULL_MAX},
                     "extra_hashes": dict(extra_hashes or {}), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "generation": int(generation)}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
@@ -780,10 +809,15 @@ def _load_dir(d:Path, expected_model, expected_dim, verify:bool, kw:dict, extra:
         files = [(confine(name, d, f"{d / MANIFEST}: files"), h) for name, h in m["files"].items()]
         for p, _ in files:
             if not p.exists(): raise IndexCorruptedError(f"{p}: missing; repair with `lkt doctor --repair`.")
+        samples = {} if verify == "full" else m.get("samples") or {}
+        def check(f):
+            p, h = f
+            if p.name in samples and p.stat().st_size > VERIFY_FULL_MAX: return sampled_sha256(p, h) == samples[p.name]
+            return _sha256_file(p) == h
         from concurrent.futures import ThreadPoolExecutor   # hashlib releases the GIL: the files are hashed side by side
-        with ThreadPoolExecutor(min(4, os.cpu_count() or 1, max(1, len(files)))) as ex: got = list(ex.map(lambda f: _sha256_file(f[0]), files))
-        for (p, h), g in zip(files, got):
-            if g != h:
+        with ThreadPoolExecutor(min(4, os.cpu_count() or 1, max(1, len(files)))) as ex: got = list(ex.map(check, files))
+        for (p, h), ok in zip(files, got):
+            if not ok:
                 raise IndexCorruptedError(f"{p}: content hash differs from {MANIFEST} (corrupted or edited); repair with `lkt doctor --repair`.")
     kind = m["backend"]
     try: s = _backend(kind).load(d, **kw)
@@ -806,7 +840,7 @@ def _fingerprint(base:Path):
 def load_store(persist_dir:str, # knowledge-base directory holding vector_store/
                expected_model:str=None, # refuse an index built with another model
                expected_dim:int=None, # refuse an index of another dimension
-               verify:bool=True, # check every file's SHA-256 against the manifest
+               verify=True, # True: every file's SHA-256 (sampled blocks above VERIFY_FULL_MAX); "full": every byte; False: none
                readonly:bool=False, # True: never rename anything (a reader); False: the WriterLock holder may restore a trash copy
                extra:Callable=None, # extra(folder) reads the derived files published with the vectors (after the hash check) into `.extra`
                **kw, # backend load options (e.g. ef_search)
