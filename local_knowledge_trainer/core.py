@@ -222,6 +222,7 @@ class Citation(_Record):
     prev_id:Optional[str]=None # previous chunk in the document
     next_id:Optional[str]=None # next chunk in the document
     layer:Optional[str]=None # the evidence layer of its document (primary, secondary, derived, …)
+    source_note:Optional[str]=None # the version or licence note its document was ingested with
 
     def __str__(self):
         loc = self.source + (f", p. {self.page}" if self.page is not None else "") + (f", § {self.section}" if self.section else "")
@@ -278,7 +279,7 @@ class QueryResponse(_Record):
     ci_lower:Optional[float]=None # lower bound of the 95 % CI of `confidence` (delta method on the logit)
     ci_upper:Optional[float]=None # upper bound of that CI
     cohens_d:Optional[float]=None # standardised margin of the model's logit over the unanswerable queries' (mean/SD of that null)
-    abstained:Optional[bool]=None # confidence below the threshold (default 0.5): the base probably does not hold the answer
+    abstained:Optional[bool]=None # confidence below the threshold (`confidence.ABSTAIN_BELOW`, 0.2): the base probably does not hold the answer
     confidence_method:Optional[str]=None # what produced `confidence`: probe_logistic, probe_logistic+labelled or probe_rate_only
     chunk_scores:list=field(default_factory=list) # the retrieved chunks' similarity scores
     citations:list=field(default_factory=list) # `Citation`s, one per source chunk

@@ -98,13 +98,17 @@ def best_quote(text:str, # the chunk text
 
 # %% ../nbs/21_trainer.ipynb #643f13b1
 def format_context(chunks:list, # `ScoredChunk`s, best first
+                   by_layer:bool=False, # group the sources under their evidence layer (when they come from more than one)
                   )->str:
-    "Numbered sources with their location, for the prompt and for the no-LLM answer."
-    out = []
-    for n, c in enumerate(chunks, 1):
-        loc = c.source + (f", p. {c.page}" if c.page is not None else "") + (f", § {c.section}" if c.section else "")
-        out.append(f"[{n}] {loc}\n{c.text.strip()}")
-    return "\n\n".join(out)
+    "Numbered sources with their location (and source note), for the prompt and for the no-LLM answer."
+    def one(n, c):
+        note = (c.metadata or {}).get("source_note")
+        loc = c.source + (f", p. {c.page}" if c.page is not None else "") + (f", § {c.section}" if c.section else "") + (f" ({note})" if note else "")
+        return f"[{n}] {loc}\n{c.text.strip()}"
+    layer = lambda c: getattr(c, "layer", None) or (c.metadata or {}).get("layer", "primary")
+    layers = list(dict.fromkeys(layer(c) for c in chunks))
+    if not by_layer or len(layers) < 2: return "\n\n".join(one(n, c) for n, c in enumerate(chunks, 1))
+    return "\n\n".join(f"Layer {l}:\n\n" + "\n\n".join(one(n, c) for n, c in enumerate(chunks, 1) if layer(c) == l) for l in layers)
 
 def grounded_prompt(question:str, # the user's question
                     chunks:list, # retrieved `ScoredChunk`s
@@ -787,7 +791,7 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
                 if doc.status == "failed": res.errors.append({"source": doc.source, "reason": doc.reason}); continue
                 if doc.status == "skipped": res.skipped.append({"source": doc.source, "reason": doc.reason}); continue
                 doc.metadata.update({k: v for k, v in labels.items() if v is not None}, file_stat=None if doc.source.startswith(TEXT_PREFIX) else stats.get(doc.source))
-                for c in doc.chunks: c.metadata["layer"] = layer
+                for c in doc.chunks: c.metadata.update(layer=layer, **({"source_note": note} if note else {}))
                 old = self.store.get_document(doc.source)
                 om = (old or {}).get("metadata") or {}
                 if old and old["content_hash"] == doc.content_hash and _same_labels(om, labels):
@@ -1043,7 +1047,7 @@ def citations(self:KnowledgeTrainer, chunks:list, # `ScoredChunk`s
              )->list:
     "One `Citation` per chunk: file, page/section, an exact quote and the neighbouring chunk ids."
     return [Citation(c.id, c.source, c.page, c.section, best_quote(c.text, question), c.prev_id, c.next_id,
-                     layer=c.layer or (c.metadata or {}).get("layer", "primary")) for c in chunks]
+                     layer=c.layer or (c.metadata or {}).get("layer", "primary"), source_note=(c.metadata or {}).get("source_note")) for c in chunks]
 
 @patch
 def query(self:KnowledgeTrainer, question:str, # the question
@@ -1062,7 +1066,7 @@ def query(self:KnowledgeTrainer, question:str, # the question
     if mode == "hybrid": trace["fusion"] = fusion_summary(self.fusion, kb)
     resp = QueryResponse(text="", source_chunks=chunks, question=question, mode=mode, trace=trace,
                          citations=self.citations(chunks, question), chunk_scores=[c.score for c in chunks])
-    context = format_context(chunks) if chunks else "(no matching evidence in the knowledge base)"
+    context = format_context(chunks, by_layer=True) if chunks else "(no matching evidence in the knowledge base)"
     if self.llm is None:
         resp.text = f"{NO_LLM_HEADER}\n{context}"
         trace["llm"] = {"status": "none"}

@@ -413,15 +413,16 @@ def _doc_prefix():
 
 
 def _relink(md, pages, anchors):
-    """nbdev doc URLs of this project → relative; `NN_name.ipynb` → `name.html`; a link to a page or anchor that the site
-    does not have (a private helper, an excluded notebook) is replaced by its text."""
+    """nbdev doc URLs of this project → relative; `NN_name.ipynb` (also `../nbs/…`, `../evals/…`, so the link works in
+    Jupyter too) → `name.html`; a link to a page or anchor that the site does not have (a private helper, an excluded
+    notebook) is replaced by its text."""
     md = md.replace(_doc_prefix(), "")
     def nb_link(m):
         target, anchor = m.group(1), m.group(2) or ""
         nb = next((d / target for d in (ROOT / "nbs", ROOT / "evals") if (d / target).exists()), None)
         p = page_name(nb) if nb else None
         return f"]({p}.html{anchor})" if p in pages else m.group(0)
-    md = re.sub(r"\]\((?:\./)?(?:\.\./nbs/)?([\w.-]+\.ipynb)(#[^)\s]*)?\)", nb_link, md)
+    md = re.sub(r"\]\((?:\./)?(?:\.\./(?:nbs|evals)/)?([\w.-]+\.ipynb)(#[^)\s]*)?\)", nb_link, md)
     def check(m):
         text, page, anchor = m.group(1), m.group(2), m.group(3)
         if page in ALIASES and anchor and anchor[1:] in anchors.get(ALIASES[page], ()):
