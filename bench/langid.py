@@ -119,42 +119,20 @@ def datasets(limit):
 
 def query_language_model(text):
     "lexical.query_language with py3langid (text.latin_language) in place of the stop-word votes for Latin text."
-    import re
-    from local_knowledge_trainer.lexical import own_words, tokenize, _CJK_CHAR, _ZH_FUNCTION, _LATIN_FUNCTION
-    from local_knowledge_trainer.text import detect_language, latin_language
-    own = own_words(text)
-    cjk = "".join(_CJK_CHAR.findall(own))
-    toks = [t for t in tokenize(own, stopwords=None, strip_accents=False) if not _CJK_CHAR.match(t)]
-    if not cjk: return latin_language(own)
-    script = detect_language(cjk)  # ja, ko or zh
-    if not toks: return script
-    f_cjk = (len(re.findall("[\u3040-\u309f]", cjk)) if script == "ja" else
-             len(re.findall("[\uac00-\ud7af]+", own)) if script == "ko" else len(_ZH_FUNCTION.findall(cjk)))
-    f_lat = sum(t in _LATIN_FUNCTION for t in toks)
-    cjk_wins = f_cjk > f_lat if f_cjk != f_lat else len(cjk) > len(toks)
-    return script if cjk_wins else latin_language(own)
+    from local_knowledge_trainer.lexical import route_language
+    from local_knowledge_trainer.text import latin_language
+    return route_language(text, latin=lambda toks, own, full: latin_language(own))
 
 
 def query_language_hybrid(text):
     "The proposed lexical.query_language: as today, except that py3langid's confident third language (text.language_ranking) is 'other'."
-    import re
     from local_knowledge_trainer import lexical as L
-    from local_knowledge_trainer.text import detect_language, language_ranking, OTHER_CONFIDENCE
-    def latin(toks, own, text):
-        rank = language_ranking(text)
+    from local_knowledge_trainer.text import language_ranking, OTHER_CONFIDENCE
+    def latin(toks, own, full):
+        rank = language_ranking(full)
         if rank and rank[0][0] not in ("en", "pt") and rank[0][1] >= OTHER_CONFIDENCE: return "other"
-        return L._latin_language(toks, own, text)
-    own = L.own_words(text)
-    cjk = "".join(L._CJK_CHAR.findall(own))
-    toks = [t for t in L.tokenize(own, stopwords=None, strip_accents=False) if not L._CJK_CHAR.match(t)]
-    if not cjk: return latin(toks, own, text)
-    script = detect_language(cjk)
-    if not toks: return script
-    f_cjk = (len(re.findall("[\u3040-\u309f]", cjk)) if script == "ja" else
-             len(re.findall("[\uac00-\ud7af]+", own)) if script == "ko" else len(L._ZH_FUNCTION.findall(cjk)))
-    f_lat = sum(t in L._LATIN_FUNCTION for t in toks)
-    cjk_wins = f_cjk > f_lat if f_cjk != f_lat else len(cjk) > len(toks)
-    return script if cjk_wins else latin(toks, own, text)
+        return L._latin_language(toks, own, full)
+    return L.route_language(text, latin=latin)
 
 
 def methods():
