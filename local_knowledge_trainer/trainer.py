@@ -728,13 +728,14 @@ def _progress_to(self:KnowledgeTrainer, fn:Callable=None):
 @patch
 def _unread(self:KnowledgeTrainer, files:list, labels:dict, res:IngestResult)->tuple:
     "The files that must be read, and every file's {size, mtime_ns}; those stored with the same size, mtime and labels go to `res.unchanged`."
-    stored, todo, stats = self.store.document_metadata(), [], {}
+    stored, todo, stats, same = self.store.document_metadata(), [], {}, set()
     for p, src in files:
+        if src in same: continue   # another path to a file already found unchanged (a symlinked repeat): nothing to read
         try: st = os.stat(p); stats[src] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
         except OSError: stats[src] = None    # the parser reports why it cannot be read
         _, meta = stored.get(src, (None, None))
         if meta is not None and stats[src] is not None and meta.get("file_stat") == stats[src] and _same_labels(meta, labels):
-            res.unchanged.append(src)
+            res.unchanged.append(src); same.add(src)
         else: todo.append((p, src))
     return todo, stats
 
