@@ -736,7 +736,9 @@ def sampled_sha256(path, # a published file
 def verify_files(persist_dir, # knowledge-base directory
                 )->list:
     "Every published file hashed in full against the manifest (what `doctor` checks): the problems found, [] when all match."
-    d, _ = _published(Path(persist_dir)); m = _read_manifest_dir(d)
+    d, _ = _published(Path(persist_dir))
+    try: m = _read_manifest_dir(d)
+    except LKTError as e: return [str(e)]   # an unreadable manifest: every file is in doubt
     if m is None: return []
     bad = []
     for name, h in m["files"].items():

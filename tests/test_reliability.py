@@ -1110,7 +1110,7 @@ def test_sql_metacharacters_in_source_names(hostile_kt):
 def test_llm_faults(hostile_kt):
     "An LLM that raises, hangs past set_llm's timeout or returns a non-string gives the cited context, with the error in the trace."
     import inspect
-    from local_knowledge_trainer.trainer import NO_LLM_HEADER, ollama_llm, openai_compatible_llm
+    from local_knowledge_trainer.trainer import LLM_FAILED_HEADER, ollama_llm, openai_compatible_llm
     kt, _, words = hostile_kt
     params = inspect.signature(kt.set_llm).parameters
     assert "timeout" in params and params["timeout"].default == 60.0, \
@@ -1128,7 +1128,7 @@ def test_llm_faults(hostile_kt):
             r = kt.query(q, k=3, mode="hybrid", return_confidence=False)
             dt = time.perf_counter() - t
             assert dt < 6, f"{fn.__name__}: query took {dt:.1f} s with a 1 s LLM timeout"
-            assert r.text.startswith(NO_LLM_HEADER) and r.citations and r.source_chunks[0].text.strip() in r.text, (fn.__name__, r.text[:200])
+            assert r.text.startswith(LLM_FAILED_HEADER.format(name=fn.__name__)) and r.llm_error == r.trace.get("llm_error") and r.citations and r.source_chunks[0].text.strip() in r.text, (fn.__name__, r.text[:200])
             err = r.trace.get("llm_error")
             assert err and want.lower() in str(err).lower(), f"{fn.__name__}: trace['llm_error'] = {err!r} (trace llm: {r.trace.get('llm')})"
     finally:
