@@ -4,12 +4,12 @@
 
 # %% auto #0
 __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL', 'EXIT_EMPTY', 'EXIT_NO_BASE', 'EXIT_LLM',
-           'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'CONFIG_FILE', 'DEFAULT_PERSIST', 'PERSIST_HELP', 'SCORE_KINDS',
-           'SCORE_LEGEND', 'WHERE_KEYS', 'GRAPH_STATUSES', 'DEMO_QUESTIONS', 'DASH_HINT', 'EXIT_EPILOG', 'find_configs',
-           'resolve_base', 'has_base', 'no_base_message', 'NoBaseError', 'cmd_parse', 'cmd_ingest', 'cmd_remove',
-           'score_kind', 'StreamPrinter', 'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_where', 'cmd_doctor',
-           'cmd_serve', 'cmd_evaluate', 'add_evaluate_command', 'cmd_graph', 'add_graph_command', 'cmd_demo',
-           'LKTArgumentParser', 'build_parser', 'main']
+           'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'CONFIG_FILE', 'DEFAULT_PERSIST', 'PERSIST_HELP', 'SCORE_LEGEND',
+           'WHERE_KEYS', 'GRAPH_STATUSES', 'DEMO_QUESTIONS', 'DASH_HINT', 'EXIT_EPILOG', 'find_configs', 'resolve_base',
+           'has_base', 'no_base_message', 'NoBaseError', 'cmd_parse', 'cmd_ingest', 'cmd_remove', 'StreamPrinter',
+           'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_where', 'cmd_doctor', 'cmd_serve', 'cmd_evaluate',
+           'add_evaluate_command', 'cmd_graph', 'add_graph_command', 'cmd_demo', 'LKTArgumentParser', 'build_parser',
+           'main']
 
 # %% ../nbs/24_cli.ipynb #facb9717
 import argparse, contextlib, difflib, inspect, json, os, re, shlex, sys, tempfile, shutil
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 from . import __version__
 from .core import LKTError, Citation, text_table, read_json, is_loopback
-from .output import secret_values, spellings, redact, clean_json, response_json, base_stats
+from .output import secret_values, spellings, redact, clean_json, response_json, base_stats, score_kind, SCORE_KINDS
 
 # %% ../nbs/24_cli.ipynb #2e4f4383
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
@@ -401,22 +401,12 @@ def cmd_remove(args)->int:
     return EXIT_NOT_STORED if missing else EXIT_OK
 
 # %% ../nbs/24_cli.ipynb #0fb8ebe6
-SCORE_KINDS = {"dense": "cosine", "sparse": "bm25", "text": "fts5", "graph": "graph"} # a single channel's score
 SCORE_LEGEND = {"rrf": "weighted reciprocal-rank fusion of {channels} (from ranks; compare within one question only)",
                 "cosine": "cosine similarity of the question's and the chunk's embeddings",
                 "bm25": "BM25 of the question's words in the chunk",
                 "fts5": "SQLite FTS5 BM25 on the trigram index (occurrences for a question under 3 characters)",
                 "graph": "evidence weight of the entity-graph relations that lead to the chunk",
                 "rerank": "cross-encoder relevance score"}
-
-def score_kind(trace:dict, # the retrieval trace (None: not known)
-               mode:str="hybrid", # the retrieval mode
-              )->str:
-    "What the results' `score` is: rrf, cosine, bm25, fts5, graph, rerank (or the channel's name)."
-    tr = trace or {}
-    if (tr.get("reranker") or {}).get("status") == "applied": return "rerank"
-    ch = list(tr.get("channels") or ([] if mode == "hybrid" else [mode]))
-    return SCORE_KINDS.get(ch[0], ch[0]) if len(ch) == 1 else "rrf"
 
 def _hit_rows(results:list, kind:str="score", citations:list=())->list:
     "The ranked-evidence table rows of an answer's `results`, the score under the column `kind` (the layer from the result or its citation)."
@@ -553,7 +543,6 @@ def _ask(args, with_llm:bool)->int:
             resp = kt.query(args.question, k=args.k, mode=args.mode, return_confidence=not args.no_confidence,
                             **_query_options(kt, args, stream))
             js = json.loads(json.dumps(clean_json(response_json(resp, args.trace)), default=str, allow_nan=False))  # as the server sends it
-            js["score_kind"] = score_kind(resp.trace, resp.mode)
             if _llm_error(resp): js["llm_error"] = _llm_error(resp)
             _reranker_warnings(args, resp.trace)
         finally: kt.close()

@@ -90,8 +90,15 @@ class IngestRequest(BaseModel):
     strict: bool = Field(False, description="approve only documents that significantly improve retrieval")
     keep_rejected: bool = Field(False, description="keep documents the gate rejects (report only)")
     alpha: Optional[float] = Field(None, gt=0, lt=1, description="the gate's significance level")
-    layer: str = Field("primary", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", description="evidence layer of these documents (primary, secondary, derived or your own)")
+    layer: str = Field("primary", max_length=64, description="evidence layer of these documents (primary, secondary, derived or your own)")
     source_note: Optional[str] = Field(None, max_length=500, description="a version or licence note kept with each document")
+
+    @field_validator("layer")
+    @classmethod
+    def _layer(cls, v):
+        from local_knowledge_trainer.trainer import _check_layer   # the one rule for layer names
+        try: return _check_layer(v)
+        except LKTError as e: raise ValueError(str(e)) from None
 
     @field_validator("path", "probe_queries", mode="before")
     @classmethod

@@ -221,17 +221,19 @@ def _save_derived(kb, store:EvidenceStore, d:Path)->dict:
     "Write the derived indexes into the vector store's staging folder `d`: BM25 keyed by the store's content with per-chunk hashes, and the fitted confidence models."
     ids = kb.lexical.ids
     order = np.argsort(np.array(ids, dtype=str), kind="stable") if ids else np.zeros(0, np.int64)   # BM25's rows in id order
-    h, H, n, same = hashlib.sha256(), np.zeros(len(ids), np.uint64), 0, True
-    for i, c in store.iter_chunk_hashes():   # one pass in id order, merged with BM25's ids: no list of a million rows
-        h.update(f"{i}\t{c}\n".encode())
-        if same and n < len(ids) and ids[order[n]] == i: H[order[n]] = int(c[:16], 16)
-        else: same = False
-        n += 1
+    H, n, same = np.zeros(len(ids), np.uint64), 0, True
+    def merged():   # one pass in id order, merged with BM25's ids: no list of a million rows
+        nonlocal n, same
+        for i, c in store.iter_chunk_hashes():
+            if same and n < len(ids) and ids[order[n]] == i: H[order[n]] = int(c[:16], 16)
+            else: same = False
+            n += 1; yield i, c
+    key = content_key(merged())
     same = same and n == len(ids)            # BM25 holds exactly the store's chunks
     if not same:                             # it does not: hashes for what it shares, and no change key (the next open checks all)
         by = dict(store.chunk_hashes()); H = _h8([by.get(i, "0" * 16) for i in ids])
     ck = store.change_key() if same else None
-    kb.lexical.save(d, key={"content_sha256": h.hexdigest(), **({"change_key": ck} if ck else {})})   # the change key: the next open reads no chunk
+    kb.lexical.save(d, key={"content_sha256": key, **({"change_key": ck} if ck else {})})   # the change key: the next open reads no chunk
     with open(d / LEXICAL_HASHES, "wb") as f: np.save(f, H, allow_pickle=False)
     conf = sys.modules.get("local_knowledge_trainer.confidence")   # not imported: nothing was fitted in this process
     models = conf.fitted_models(kb) if conf is not None else []
