@@ -690,6 +690,21 @@ def _fusion_text(f:dict)->str:
                      f"{r['test']} p={r['p']:.3g}" + (" (significant)" if r["significant"] else ""))
     return "\n".join(lines)
 
+def _comparisons(cmp)->dict:
+    "The paired comparisons of the run's modes (`runs.Comparison`) as strict JSON: metric, correction, the deciding p column, one row per pair."
+    p = f"p_primary_{cmp.correction}"
+    return {"metric": cmp.metric, "correction": cmp.correction, "alpha": cmp.alpha, "p_column": p,
+            "decision": f"significant = {p} <= alpha ({cmp.correction} across the pairs, on each pair's primary test)",
+            "pairs": clean_json(cmp.table), "warnings": list(cmp.warnings)}
+
+def _comparisons_text(c:dict)->str:
+    "One line per pair, printed from `_comparisons` (the JSON's numbers), then the warnings."
+    if c.get("error"): return f"comparisons: not computed ({c['error']})"
+    f = lambda v, spec: "n/a" if v is None else format(v, spec)
+    return "\n".join([f"{r['pair']}: Δ {f(r['mean_diff'], '+.4f')} [{f(r['ci_low'], '+.4f')}, {f(r['ci_high'], '+.4f')}], "
+                      f"p_{c['correction']}={f(r[c['p_column']], '.3g')} → {r['verdict']}" for r in c["pairs"]]
+                     + [f"warning: {w}" for w in c["warnings"]])
+
 def cmd_evaluate(args)->int:
     "Run `lkt evaluate`: evaluate golden cases or a BEIR folder, optionally against a baseline."
     from local_knowledge_trainer.runs import compare_runs, compare_with_baseline, EXIT_REGRESSION
@@ -698,7 +713,10 @@ def cmd_evaluate(args)->int:
         progress = not getattr(args, "no_progress", False)
         cmd = "lkt " + " ".join(getattr(args, "argv", None) or sys.argv[1:])
         run, fusion = _evaluation_run(args, progress, cmd)
-        res = {"status": "ok", "run": run.to_dict() if args.json else None, **({"fusion": fusion} if fusion else {})}
+        try: cmp = _comparisons(compare_runs(run)) if len(run.modes) > 1 else None
+        except LKTError as e: cmp = {"error": str(e), "pairs": [], "warnings": []}   # e.g. a single query: nothing to pair
+        res = {"status": "ok", "run": run.to_dict() if args.json else None, **({"comparisons": cmp} if cmp else {}),
+               **({"fusion": fusion} if fusion else {})}
         code = EXIT_OK
         if args.save_baseline: run.save_baseline(args.save_baseline)
         bc = None
@@ -711,11 +729,7 @@ def cmd_evaluate(args)->int:
         if args.json: _emit(json.dumps(res, ensure_ascii=False, indent=1, default=str))
         else:
             out(run.text_table([f"{m}@{args.k}" for m in ("ndcg", "recall", "mrr", "map", "precision", "context_precision", "hit_rate", "forbidden")]))
-            if len(run.modes) > 1:
-                cmp = compare_runs(run)
-                out("\n" + "\n".join(f"{r['pair']}: Δ {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}], "
-                                     f"p_{cmp.correction}={r['p_primary_' + cmp.correction]:.3g} → {r['verdict']}" for _, r in cmp.table.iterrows()))
-                for w in cmp.warnings: out(f"warning: {w}")
+            if cmp: out("\n" + _comparisons_text(cmp))
             if fusion: out("\n" + _fusion_text(fusion))
             if bc is not None: out("\n" + bc.summary())
             if args.save_baseline: out(f"\nbaseline saved to {args.save_baseline}")

@@ -274,13 +274,14 @@ class QueryResponse(_Record):
     "An answer (or the retrieved context) with its evidence and statistical confidence."
     text:str # the LLM's answer, or the formatted context when no LLM is set
     source_chunks:list=field(default_factory=list) # `ScoredChunk`s, best first
-    confidence:Optional[float]=None # calibrated P(the top-k holds a relevant chunk), fitted on the base's held-out probes (19_confidence)
-    p_value:Optional[float]=None # one-sided p of "answered better than this base answers unanswerable queries" (selection-aware null)
-    ci_lower:Optional[float]=None # lower bound of the 95 % CI of `confidence` (delta method on the logit)
-    ci_upper:Optional[float]=None # upper bound of that CI
-    cohens_d:Optional[float]=None # standardised margin of the model's logit over the unanswerable queries' (mean/SD of that null)
-    abstained:Optional[bool]=None # confidence below the threshold (`confidence.ABSTAIN_BELOW`, 0.2): the base probably does not hold the answer
-    confidence_method:Optional[str]=None # what produced `confidence`: probe_logistic, probe_logistic+labelled or probe_rate_only
+    confidence:float=math.nan # calibrated P(the top-k holds a relevant chunk) (19_confidence); nan when not computed
+    p_value:float=math.nan # share of on-topic unanswerable probes scoring at least as high, (1 + #)/(1 + B); nan when not computed
+    ci_lower:float=math.nan # lower bound of the 95 % CI of the hit rate at this confidence (labelled questions only, else nan)
+    ci_upper:float=math.nan # upper bound of that CI
+    cohens_d:float=math.nan # nan: a per-answer effect size from the one score would be the confidence again (confidence_method says so)
+    abstained:Optional[bool]=None # the question scores like questions unrelated to the base (or, once calibrated on labels, confidence < 0.2)
+    confidence_method:Optional[str]=None # the score behind `confidence`, and why any number is nan
+    confidence_state:Optional[str]=None # where the level comes from: "estimated from N probes …" or "calibrated on N of your questions …"
     chunk_scores:list=field(default_factory=list) # the retrieved chunks' similarity scores
     citations:list=field(default_factory=list) # `Citation`s, one per source chunk
     question:str="" # the question asked
@@ -290,7 +291,7 @@ class QueryResponse(_Record):
     _html_skip = ("trace",)
 
     def __repr__(self):
-        conf = f", confidence={self.confidence:.3f}" if self.confidence is not None else ""
+        conf = f", confidence={self.confidence:.3f}" if self.confidence is not None and not math.isnan(self.confidence) else ""
         return f"QueryResponse({len(self.source_chunks)} chunks, mode={self.mode}{conf}, text={_short(self.text, 60)!r})"
 
 # %% ../nbs/00_core.ipynb #eb0d6962
@@ -303,12 +304,12 @@ class ValidationReport(_Record):
     std_similarity:Optional[float]=None # its standard deviation
     shapiro_stat:Optional[float]=None # Shapiro–Wilk W of the similarity distribution
     shapiro_p:Optional[float]=None # its p-value
-    ks_stat:Optional[float]=None # KS D of the document most unlike the rest (smallest-p per-document test)
-    ks_p:Optional[float]=None # that test's p-value (uncorrected; Holm-corrected values are in `tests`)
+    ks_stat:Optional[float]=None # KS D of the document (or topic cluster) most unlike the rest (smallest p)
+    ks_p:Optional[float]=None # that test's p, Holm-adjusted over the per-document tests (family-wise error); raw p and m in details["ks"]
     distribution_normal:Optional[bool]=None # normality not rejected at alpha
     outliers:list=field(default_factory=list) # chunk ids flagged by the IQR rule
     outlier_count:int=0 # len(outliers)
-    quality_score:Optional[float]=None # retrieval quality estimated on held-out probes (MRR@k)
+    quality_score:Optional[float]=None # probe findability: MRR@k of held-out sentence probes, not a labelled-question quality
     quality_ci:Optional[tuple]=None # bootstrap CI of the quality score
     tests:list=field(default_factory=list) # every test run: name, statistic, p, corrected p, effect size
     warnings:list=field(default_factory=list) # human-readable findings
@@ -324,7 +325,7 @@ class ValidationReport(_Record):
 @dataclass
 class ChunkOptimizationResult(_Record):
     "Outcome of `optimize_chunking`: the chosen chunk size and the evidence for it."
-    best_size:Optional[int]=None # the best chunk size found
+    best_size:Optional[int]=None # the best chunk size found; None when sizes tie for the best (details["best_size_reason"])
     strategy_results:list=field(default_factory=list) # one dict per size: hits, misses, metric, CI
     chi2:Optional[float]=None # chi-square statistic of hits × size
     p_value:Optional[float]=None # p of that chi-square test of independence (ignores pairing; the decision is Cochran's Q)

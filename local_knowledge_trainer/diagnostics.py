@@ -9,7 +9,7 @@ __all__ = ['TEXT_QUALITY', 'test_topic_conflict', 'QUALITY_TIERS', 'bootstrap_co
            'compute_quality_score']
 
 # %% ../nbs/20_diagnostics.ipynb #20c2a98c
-import copy, math, re, unicodedata, warnings
+import copy, math, os, re, unicodedata, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -198,7 +198,7 @@ def bootstrap_ab_test(scores_before, # per-query scores of system A (before)
                       n_bootstrap:int=10_000, # resamples (and sign vectors / permutations when not enumerated)
                       seed:int=None, # None: seeded by the scores (content)
                      )->dict:
-    "Test of after - before: `test` names the test that decided `significant`; bootstrap_pvalue, CI of the difference, effect size."
+    "Test of after - before: `significant` is `p_value` <= alpha, `p_value` the p of the test named in `test`; CI, effect size; the bootstrap in `secondary`."
     if not isinstance(paired, (bool, np.bool_)):
         raise LKTError(f"paired must be True (same queries, same order) or False (independent samples), got {paired!r}: "
                        "pairing is a property of the design, it is never guessed from the data")
@@ -210,29 +210,36 @@ def bootstrap_ab_test(scores_before, # per-query scores of system A (before)
                            "pass paired=False if the two samples are independent")
         if len(a) < 2: raise LKTError("bootstrap_ab_test needs at least 2 paired scores")
         d = a - b
-        rb = paired_bootstrap_test(a, b, n_resamples=n_bootstrap, seed=seed, confidence=1 - alpha)
         S = _signflip(d, n_bootstrap, seed)
         p = _signflip_p(d, S) if np.any(d != 0) else 1.0
         lo, hi = signflip_ci(d, alpha, n_bootstrap, seed)
+        rb = paired_bootstrap_test(a, b, n_resamples=n_bootstrap, seed=seed, confidence=1 - alpha)
         dz = paired_cohens_d(a, b) if np.std(d) > 0 else 0.0
         return {"test": "paired sign-flip permutation" + (" (exact)" if len(S) == 2**len(d) else f" ({len(S)} random sign vectors)"),
+                "p_value": float(p), "significant": bool(p <= alpha), "alpha": alpha, "decision": "significant = p_value <= alpha",
                 "paired": True, "n": len(a), "mean_before": float(b.mean()), "mean_after": float(a.mean()), "mean_diff": float(d.mean()),
-                "permutation_pvalue": p, "bootstrap_pvalue": float(rb.p_value), "significant": bool(p <= alpha),
-                "ci_lower": lo, "ci_upper": hi, "ci_level": 1 - alpha, "ci_method": "inverted sign-flip test",
-                "bootstrap_ci": tuple(rb.ci), "effect_size": float(dz), "effect_name": "d_z", "effect_label": effect_label(dz), "seed": int(seed)}
+                "ci_lower": lo, "ci_upper": hi, "ci_level": 1 - alpha, "ci_method": "inverted sign-flip test (agrees with the decision)",
+                "effect_size": float(dz), "effect_name": "d_z", "effect_label": effect_label(dz), "seed": int(seed),
+                "bootstrap_pvalue": math.nan,   # the seed's key: nan, because the bootstrap does not decide (its p is in `secondary`)
+                "secondary": {"decides": False, "bootstrap_pvalue": float(rb.p_value), "bootstrap_ci": tuple(rb.ci),
+                              "method": "IndiaFinBench centred paired bootstrap, p = (1 + k)/(B + 1), percentile CI",
+                              "note": "information only, not the decision: liberal below ~100 queries (09_hypothesis)"}}
     if min(len(a), len(b)) < 2: raise LKTError("bootstrap_ab_test needs at least 2 scores per sample")
     ra = bootstrap_ci(a, n_resamples=n_bootstrap, method="percentile", seed=seed, confidence=1 - alpha)
     rbb = bootstrap_ci(b, n_resamples=n_bootstrap, method="percentile", seed=seed + 1, confidence=1 - alpha)
     diff, obs = ra.distribution - rbb.distribution, float(a.mean() - b.mean())
-    pb = float(np.mean(np.abs(diff - obs) >= abs(obs) - 1e-12)) if obs != 0 else 1.0
-    pp = permutation_test_means(a, b, n_resamples=n_bootstrap, seed=seed).p_value
+    pb = (int(np.sum(np.abs(diff - obs) >= abs(obs) - 1e-12)) + 1) / (len(diff) + 1) if obs != 0 else 1.0
+    pp = float(permutation_test_means(a, b, n_resamples=n_bootstrap, seed=seed).p_value)
     lo, hi = np.quantile(diff, [alpha / 2, 1 - alpha / 2])
     d = cohens_d(a, b) if np.std(np.r_[a, b]) > 0 else 0.0
-    return {"test": "two-sample permutation test of means", "paired": False, "n": (len(b), len(a)), "mean_before": float(b.mean()),
-            "mean_after": float(a.mean()), "mean_diff": obs, "permutation_pvalue": float(pp), "bootstrap_pvalue": pb,
-            "significant": bool(pp <= alpha), "ci_lower": float(lo), "ci_upper": float(hi), "ci_level": 1 - alpha,
-            "ci_method": "percentile, independent bootstraps", "effect_size": float(d), "effect_name": "Cohen's d",
-            "effect_label": effect_label(d), "seed": int(seed)}
+    return {"test": "two-sample permutation test of means", "p_value": pp, "significant": bool(pp <= alpha), "alpha": alpha,
+            "decision": "significant = p_value <= alpha", "paired": False, "n": (len(b), len(a)), "mean_before": float(b.mean()),
+            "mean_after": float(a.mean()), "mean_diff": obs, "ci_lower": float(lo), "ci_upper": float(hi), "ci_level": 1 - alpha,
+            "ci_method": "percentile, independent bootstraps (does not invert the test)", "effect_size": float(d), "effect_name": "Cohen's d",
+            "effect_label": effect_label(d), "seed": int(seed), "bootstrap_pvalue": math.nan,   # the seed's key: see `secondary`
+            "secondary": {"decides": False, "bootstrap_pvalue": float(pb),
+                          "method": "independent bootstraps of each sample, centred difference of means, p = (1 + k)/(B + 1)",
+                          "note": "information only, not the decision"}}
 
 # %% ../nbs/20_diagnostics.ipynb #37482bfc
 _DELIM = re.compile(r"[\s()\[\]{}<>=,;:\"'`|*·・\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65“”‘’«»…]+")
@@ -351,7 +358,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
                             progress:Callable=None, # progress(stage, done, total): "text quality", "duplicates", "probes" (ranked so far), "describe"
                             show_progress:bool=False, # tqdm bar over the held-out probes (the slow step)
                            )->ValidationReport:
-    "Duplicates, garbage text, unretrievable documents and a held-out-probe MRR@k with its CI; Shapiro–Wilk, KS and IQR as description."
+    "Duplicates, garbage text, unretrievable documents and probe findability (held-out-sentence MRR@k, CI); Shapiro–Wilk, KS (Holm) and IQR as description."
     report, show_progress = _callback(progress, show_progress)
     snap = kb.snapshot()
     rep = ValidationReport(total_chunks=len(snap.ids))
@@ -405,9 +412,17 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
             rr = rr_at(np.where(t["rank"] <= k, t["rank"], 0))
             s0 = content_seed(*t["query"]) % 2**32 if seed is None else seed
             lo, hi, how = _cluster_bca(rr, t["source"], n_bootstrap, 0.95, s0)
-            rep.quality_score, rep.quality_ci = float(rr.mean()), (lo, hi)
-            tests.append({"test": f"retrieval quality: MRR@{k} of held-out probes", "statistic": float(rr.mean()), "p": None, "p_holm": None,
-                          "effect": None, "n": len(rr), "kind": "estimate", "notes": f"95% {how} CI [{lo:.3f}, {hi:.3f}], documents resampled"})
+            rep.quality_score, rep.quality_ci = float(rr.mean()), (lo, hi)   # the probe findability below, under ValidationReport's field names
+            pf = {"estimate": float(rr.mean()), "ci": (lo, hi), "ci_method": f"95% {how}, documents resampled", "metric": f"mrr@{k}",
+                  "n_probes": len(rr), "n_documents": nd,
+                  "measures": "findability: the rank of a document for one of its own sentences, held out of the index",
+                  "not": "not a labelled-question quality: users' questions are not sentences of the documents (on CISI the probes "
+                         "give 0.467 [0.432, 0.503], the labelled MRR@5 0.626); measure that with labelled queries "
+                         "(bootstrap_confidence_interval(kb, queries=...))"}
+            rep.details["probe_findability"] = pf
+            tests.append({"test": f"probe findability: MRR@{k} of held-out sentence probes", "statistic": pf["estimate"], "p": None, "p_holm": None,
+                          "effect": None, "n": len(rr), "kind": "estimate",
+                          "notes": f"95% {how} CI [{lo:.3f}, {hi:.3f}], documents resampled; {pf['measures']}; {pf['not']}"})
     # 4. description: NN similarity, Shapiro–Wilk, per-document KS, IQR outliers
     report("describe", 0, 1)
     nn, _ = _nn_other_docs(snap); src = snap.sources
@@ -430,16 +445,24 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
                 r = ks_two_sample(v[m], v[~m])
                 ks.append({"test": f"KS {unit} vs rest (NN similarity)", "document": s, "statistic": r.statistic, "p": r.p_value,
                            "effect": float(np.median(v[m]) - np.median(v[~m])), "n": int(m.sum()), "kind": "descriptive"})
+        summary = ""
         if ks:
             for r, a in zip(ks, correct_pvalues([r["p"] for r in ks], "holm", alpha)[1]): r["p_holm"] = float(a)
-            w = min(ks, key=lambda r: (r["p"], -r["statistic"]))
-            rep.ks_stat, rep.ks_p = float(w["statistic"]), float(w["p"])
+            w = min(ks, key=lambda r: (r["p"], -r["statistic"]))   # the smallest raw p has the smallest Holm-adjusted p
+            rep.ks_stat, rep.ks_p = float(w["statistic"]), float(w["p_holm"])
+            rep.details["ks"] = {"measures": f"two-sample KS of one {unit}'s nearest-neighbour similarities against the rest's; "
+                                             f"the {unit} most unlike the rest (smallest p)", "unit": unit, "document": w["document"],
+                                 "statistic": float(w["statistic"]), "p_holm": float(w["p_holm"]), "p_raw": float(w["p"]), "m": len(ks),
+                                 "correction": f"Holm over the {len(ks)} per-{unit} tests: family-wise error <= alpha",
+                                 "significant": bool(w["p_holm"] <= alpha)}
+            summary = (f"; ks_stat, ks_p = the {unit} most unlike the rest ({w['document']}): p {w['p_holm']:.3g} Holm-adjusted over "
+                       f"{len(ks)} tests (family-wise error), raw p {w['p']:.3g}")
         tests += ks
         tests.append({"test": f"KS coverage ({unit}s)", "statistic": float(len(ks)), "p": None, "p_holm": None, "effect": None,
                       "n": int(len(set(units))), "kind": "descriptive",
                       "notes": (f"documents with >= {min_chunks} chunks" if unit == "document" else
                                 f"fewer than 2 documents have >= {min_chunks} chunks: KMeans topic clusters of the chunks instead")
-                               + "; effect = median NN difference"})
+                               + "; effect = median NN difference" + summary})
         _, n_out, mask = iqr_outliers(v, k=iqr_k)
         rep.outliers = [i for i, m_ in zip(ids_ok, mask) if m_]
         tests.append({"test": "IQR outliers (NN similarity)", "statistic": float(n_out), "p": None, "p_holm": None,
@@ -481,22 +504,37 @@ def plot_validation(rep:ValidationReport, # from validate_knowledge_base
     return fig
 
 # %% ../nbs/20_diagnostics.ipynb #b5c183ac
-def _rechunk(kb, size:int, overlap:int, path=None)->list:
-    "Parse the stored sources (or `path`) with this chunk size; returns parsed Documents."
-    from local_knowledge_trainer.parser import DocumentParser
-    parser = DocumentParser(chunk_size=size, chunk_overlap=min(overlap, max(0, size // 4)))
-    if path is not None: return [d for d in parser.parse(path) if d.ok and d.chunks]
-    docs, missing = [], []
-    for s in kb.store.sources():
-        if Path(s).exists():
-            d = parser.parse_file(s)
-            if d.ok and d.chunks: docs.append(d)
+def _source_roots(store)->list:
+    "Folders stored source names are relative to, in order: the base's recorded ingest root (else its folder's parent), the working directory."
+    roots, path = [], str(getattr(store, "path", ":memory:"))
+    if path != ":memory:" and not path.startswith("file:"):
+        pd_ = os.path.dirname(os.path.abspath(path))   # the base folder, which holds evidence.sqlite
+        rec = store.get_meta("root")                   # the trainer records its root relative to the base folder
+        roots.append(os.path.realpath(os.path.join(os.path.realpath(pd_), rec)) if rec else os.path.realpath(os.path.dirname(pd_)))
+    return list(dict.fromkeys(roots + [os.getcwd()]))
+
+def _stored_files(store)->list:
+    "`(file, stored name)` of the store's sources, each found under `_source_roots`; LKTError when none is, a warning for those skipped."
+    roots, found, missing = _source_roots(store), [], []
+    for s in store.sources():
+        cands = [] if "://" in s else [s] if os.path.isabs(s) else [os.path.join(r, s) for r in roots]
+        f = next((c for c in cands if os.path.isfile(c)), None)
+        if f: found.append((Path(f), s))
         else: missing.append(s)
-    if missing and not docs:
-        raise LKTError(f"optimize_chunking: none of the stored sources exists here (e.g. {missing[0]}); "
-                       "pass path= (the folder to re-chunk) or run from the directory you ingested from")
-    if missing: warnings.warn(f"optimize_chunking: {len(missing)} stored source(s) not found and skipped, e.g. {missing[0]}")
-    return docs
+    where = f"looked under {' and '.join(roots)}"
+    if missing and not found:
+        raise LKTError(f"optimize_chunking: none of the {len(missing)} stored sources was found ({where}; e.g. {missing[0]}); "
+                       "pass path= (the folder to re-chunk)")
+    if missing: warnings.warn(f"optimize_chunking: {len(missing)} stored source(s) have no file here and are skipped ({where}; "
+                              f"documents ingested from memory have none), e.g. {missing[0]}")
+    return found
+
+def _rechunk(kb, size:int, overlap:int, path=None, files:list=None)->list:
+    "Parse `path`, or `files` (`_stored_files`: stored names kept), with this chunk size, cut to the model's window as ingest cuts them."
+    from local_knowledge_trainer.parser import DocumentParser
+    parser = DocumentParser(chunk_size=size, chunk_overlap=min(overlap, max(0, size // 4)), **getattr(kb.embedder, "window_args", {}))
+    docs = parser.parse(path) if path is not None else parser.parse_files(files if files is not None else _stored_files(kb.store))
+    return [d for d in docs if d.ok and d.chunks]
 
 def _retarget(sentence:str, source:str, by_source:dict)->Optional[Probe]:
     "The probe of `sentence` in one chunking: the chunks of `source` holding the whole sentence, held out (None if no chunk holds it whole)."
@@ -508,8 +546,9 @@ def _retarget(sentence:str, source:str, by_source:dict)->Optional[Probe]:
 def _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed, step)->tuple:
     "Ranks (queries × sizes; 0 = miss) of labelled queries and of held-out probes in each chunking, and chunk counts; `step(stage, done, total)` after each size."
     bases, chunks_of, n = {}, {}, len(sizes)
+    files = _stored_files(kb.store) if path is None else None
     for j, s in enumerate(sizes):
-        chunks_of[s] = [c for d in _rechunk(kb, s, chunk_overlap, path) for c in d.chunks]
+        chunks_of[s] = [c for d in _rechunk(kb, s, chunk_overlap, path, files) for c in d.chunks]
         bases[s] = KnowledgeBase.from_chunks(chunks_of[s], kb.embedder, candidates=kb.candidates, rrf_k=kb.rrf_k,
                                              weights=kb.weights, dense_languages=kb.dense_languages, tokenizer=kb.lexical.tokenizer)
         step("index", j + 1, n)
@@ -579,12 +618,20 @@ def _ranking(R, sizes, metric)->list:
     v = (R > 0).mean(0) if metric == "hit_rate" else rr_at(R).mean(0)
     return [s for _, s in sorted(zip(-v, sizes))]
 
+def _best_size(rows:list, # `strategy_results`: dicts with chunk_size and the metric
+               metric:str, # "hit_rate" or "mrr"
+              )->tuple:
+    "(best size, or None when two or more sizes tie for the best `metric`; the sizes sharing the best value)."
+    v = max(r[metric] for r in rows)
+    top = [r["chunk_size"] for r in rows if math.isclose(r[metric], v, rel_tol=1e-12, abs_tol=1e-12)]
+    return (top[0] if len(top) == 1 else None), top
+
 # %% ../nbs/20_diagnostics.ipynb #1acafd4a
 def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sources()` (or give `path`)
                       strategies:tuple=(256, 512, 1024), # chunk sizes (words) to compare
                       metric:str="hit_rate", # "hit_rate" (hit@k) or "mrr" (RR@k) for the ranking of strategies
                       queries=None, # labelled queries (golden path, GoldenCases or dicts): they decide when given
-                      path=None, # folder or file to re-chunk instead of the stored sources
+                      path=None, # folder or file to re-chunk instead of the stored sources (found under the base's recorded root)
                       k:int=5, # cut-off
                       n_queries:int=60, # held-out probes (and cap on labelled queries)
                       alpha:float=0.05, # significance level
@@ -593,7 +640,7 @@ def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sourc
                       progress:Callable=None, # progress(stage, done, total) after each chunk size: "index" (re-chunk, embed), "labelled", "probes"
                       show_progress:bool=False, # tqdm bar over those steps
                      )->ChunkOptimizationResult:
-    "Compare chunk sizes on the same queries: Cochran's Q with Holm-corrected McNemar decides; chi-square (independence) reported; held-out probes vs labels."
+    "Compare chunk sizes, cut to the model's window as ingest cuts them, on the same queries: Cochran's Q and Holm-corrected McNemar decide; None on a tie."
     if metric not in ("hit_rate", "mrr"): raise LKTError(f"metric must be 'hit_rate' or 'mrr', got {metric!r}")
     sizes = [int(s) for s in strategies]
     if len(sizes) < 2: raise LKTError("optimize_chunking needs at least two strategies")
@@ -606,28 +653,42 @@ def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sourc
     if R is None or len(R) < 5:
         raise LKTError(f"optimize_chunking: only {0 if R is None else len(R)} queries; give labelled queries or longer documents")
     res = _compare_strategies(R, sizes, n_chunks, alpha, k)
-    best = max(res.strategy_results, key=lambda r: (r[metric], -r["chunk_size"]))
-    res.best_size = best["chunk_size"]
+    res.best_size, top = _best_size(res.strategy_results, metric)
+    v = max(r[metric] for r in res.strategy_results)
     src = f"{len(R)} " + ("labelled queries" if labelled else "held-out probes")
+    why = (f"every size has {metric}={v:.3f}" if len(top) == len(sizes) else
+           f"sizes {', '.join(map(str, top))} tie for the best {metric} ({v:.3f})") if res.best_size is None else None
     sig = [p for p in res.pairwise if p["significant"] and res.best_size in (p["a"], p["b"])]
-    if res.cochran_p <= alpha:
-        res.recommendation = (f"chunk_size={res.best_size} has the best {metric} ({best[metric]:.3f}) on {src}; the sizes differ "
+    if res.cochran_p <= alpha and res.best_size is not None:
+        res.recommendation = (f"chunk_size={res.best_size} has the best {metric} ({v:.3f}) on {src}; the sizes differ "
                               f"(Cochran's Q p={res.cochran_p:.2g}); significantly better (McNemar, Holm) than "
                               + (", ".join(str(p['b'] if p['a'] == res.best_size else p['a']) for p in sig) or "no single other size"))
+    elif res.cochran_p <= alpha:
+        res.recommendation = (f"the chunk sizes differ on {src} (Cochran's Q p={res.cochran_p:.2g}), but {why}: best_size=None; "
+                              "choose among them on other grounds (index size, context length)")
+    elif res.best_size is not None:
+        res.recommendation = (f"no detectable difference between chunk sizes on {src} (Cochran's Q p={res.cochran_p:.2g}); "
+                              f"{res.best_size} is best on point estimate ({metric}={v:.3f}): keep the current size unless other reasons apply")
     else:
         res.recommendation = (f"no detectable difference between chunk sizes on {src} (Cochran's Q p={res.cochran_p:.2g}); "
-                              f"{res.best_size} is best on point estimate ({metric}={best[metric]:.3f}): keep the current size unless other reasons apply")
+                              f"{why}: best_size=None, keep the current chunk size")
+    if why: res.details["best_size_reason"] = f"best_size is None: {why} on {src}"
     rk = {"labelled": _ranking(L, sizes, metric) if labelled else None, "probes": _ranking(P, sizes, metric) if P is not None and len(P) else None}
     if rk["labelled"] and rk["probes"]:
-        agree = rk["labelled"][0] == rk["probes"][0]
+        tops = [_best_size([{"chunk_size": s, metric: x} for s, x in zip(sizes, (M > 0).mean(0) if metric == "hit_rate" else rr_at(M).mean(0))], metric)[1]
+                for M in (L, P)]
+        agree = tops[0] == tops[1]
         res.recommendation += (f". Held-out probes rank the sizes {rk['probes']}, labelled queries {rk['labelled']}: "
-                               + ("they agree on the best size" if agree else "they DISAGREE; the labelled queries decide"))
+                               + (("they agree on the best size" if len(tops[0]) == 1 else f"both tie {tops[0]} for the best")
+                                  if agree else "they DISAGREE; the labelled queries decide"))
     elif not labelled:
         res.recommendation += (". Decided by held-out probes (no labelled queries): probes favour small chunks (on CISI they ranked "
                                "64 > 128 > 256 where labelled queries ranked 256 first); check it on labelled queries where you have them")
     res.details.update({"H": (R > 0).astype(int), "RR": rr_at(R), "ranks": R, "label_ranks": L, "probe_ranks": P, "sizes": sizes,
                         "metric": metric, "decided_by": "labelled queries" if labelled else "held-out probes", "ranking": rk,
-                        "probe_queries": probe_q})
+                        "probe_queries": probe_q, "tied": top if res.best_size is None else [],
+                        "window": {"max_tokens": getattr(kb.embedder, "window_args", {}).get("max_tokens"), "model": getattr(kb.embedder, "name", None),
+                                   "note": "chunks cut to the model's window as ingest cuts them (None: the model truncates nothing)"}})
     return res
 
 # %% ../nbs/20_diagnostics.ipynb #99ef4677
@@ -790,24 +851,26 @@ def _support(resp)->dict:
 
 def compute_quality_score(kb, # a `KnowledgeBase`
                           resp, # the trainer's `QueryResponse`, or a question (str): then retrieved with `kb.search`
-                          k:int=5, # chunks retrieved (for a question)
+                          k:int=None, # the k of hit@k (None: the k the search asked for, else 5)
                           mode:str="hybrid", # retrieval mode (for a question)
                          )->dict:
-    "Quality of one answer = the calibrated confidence (19_confidence) with its CI and a tier on it; lexical coverage/faithfulness reported."
+    "Quality of one answer = the calibrated confidence (19_confidence) with its state, CI and a tier on it; lexical coverage/faithfulness reported."
     from local_knowledge_trainer import confidence as _conf
     if isinstance(resp, str):
-        got, trace = kb.search(resp, k=k, mode=mode)
+        got, trace = kb.search(resp, k=k or 5, mode=mode)
         resp = QueryResponse("", source_chunks=got, question=resp, mode=mode, trace=dict(trace))
     sup = _support(resp) if resp.source_chunks else {"coverage": 0.0, "faithfulness": None}
     if not resp.source_chunks:
-        return {"composite_score": 0.0, "score": 0.0, "ci_lower": 0.0, "ci_upper": 0.0, "quality_tier": "poor",
-                "components": {"retrieval_confidence": 0.0, **sup}, "notes": ["nothing retrieved"]}
+        return {"composite_score": 0.0, "score": 0.0, "ci_lower": math.nan, "ci_upper": math.nan, "quality_tier": "poor",
+                "components": {"retrieval_confidence": 0.0, **sup}, "abstained": True, "notes": ["nothing retrieved"]}
     r = copy.copy(resp); r.trace = copy.deepcopy(resp.trace)  # the caller's response is left as it was
-    _conf.answer_confidence(kb, r, k=len(resp.source_chunks))
+    _conf.answer_confidence(kb, r, k=k)
     s = float(r.confidence)
-    notes = ["score = calibrated P(the top-k holds a relevant chunk), fitted on the base's held-out probes (19_confidence); "
-             "coverage and faithfulness are lexical descriptions, not part of the score"]
-    if getattr(r, "abstained", False): notes.append("the confidence model abstains: the base probably does not hold the answer")
+    notes = ["score = calibrated P(the top-k holds a relevant chunk) (19_confidence); the tier is its band "
+             f"({', '.join(f'{t} ≥ {th:g}' for th, t in QUALITY_TIERS)}); coverage and faithfulness are lexical descriptions, not part of the score",
+             f"level: {r.confidence_state}"]
+    if r.abstained: notes.append("abstained: the question scores like questions unrelated to the base")
     return {"composite_score": s, "score": s, "ci_lower": float(r.ci_lower), "ci_upper": float(r.ci_upper), "quality_tier": _tier(s),
-            "components": {"retrieval_confidence": s, **sup}, "abstained": bool(getattr(r, "abstained", s < 0.5)),
-            "p_value": r.p_value, "method": getattr(r, "confidence_method", None), "notes": notes}
+            "components": {"retrieval_confidence": s, **sup}, "abstained": bool(r.abstained), "p_value": r.p_value,
+            "method": r.confidence_method, "state": r.confidence_state, "notes": notes}
+

@@ -6,7 +6,7 @@
 __all__ = ['SCORE_KINDS', 'secret_values', 'spellings', 'redact', 'clean_json', 'score_kind', 'response_json', 'base_stats']
 
 # %% ../nbs/22_output.ipynb #36a0b939
-import io, json, os, re
+import io, json, math, os, re
 from pathlib import Path
 from .core import to_jsonable, read_json
 
@@ -70,8 +70,9 @@ def response_json(resp, # a `RAGResponse` from `KnowledgeTrainer.query`
                         "layer": getattr(c, "layer", None) or (c.metadata or {}).get("layer", "primary"),
                         "text": c.text, "prev_id": c.prev_id, "next_id": c.next_id} for n, c in enumerate(resp.source_chunks, 1)],
            "citations": [c.to_dict() for c in resp.citations]}
-    for f in ("confidence", "p_value", "ci_lower", "ci_upper", "cohens_d", "abstained", "confidence_method", "llm_error"):
-        if getattr(resp, f, None) is not None: out[f] = getattr(resp, f)
+    for f in ("confidence", "p_value", "ci_lower", "ci_upper", "cohens_d", "abstained", "confidence_method", "confidence_state", "llm_error"):
+        v = getattr(resp, f, None)
+        if v is not None: out[f] = None if isinstance(v, float) and math.isnan(v) else v   # JSON has no NaN: nan is null
     if trace: out["trace"] = resp.trace
     return out
 

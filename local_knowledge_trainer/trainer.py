@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LLM_FAILED_HEADER', 'LEXICAL_HASHES', 'CONFIDENCE_FILE', 'WARM_K',
-           'TEXT_PREFIX', 'TUNE_MIN_CHUNKS', 'TUNE_CHANGE', 'TUNE_PROBES', 'recorded_model', 'BaseManifest',
-           'best_quote', 'format_context', 'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer', 'fusion_summary',
-           'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
+           'FEEDBACK_FILE', 'TEXT_PREFIX', 'TUNE_MIN_CHUNKS', 'TUNE_CHANGE', 'TUNE_PROBES', 'recorded_model',
+           'BaseManifest', 'best_quote', 'format_context', 'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer',
+           'fusion_summary', 'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
 
 # %% ../nbs/21_trainer.ipynb #5eb17f5b
 import contextlib, datetime, hashlib, importlib, inspect, json, numbers, os, re, sqlite3, sys, threading, time, warnings
@@ -607,29 +607,111 @@ def _writing(self:KnowledgeTrainer, command:str, # what the write does (shown to
     finally: self._thread_lock.release()
 
 # %% ../nbs/21_trainer.ipynb #796efccf
-WARM_K = 5 # the confidence model a write prepares (hit@5: the default number of results)
+WARM_K = 5 # the confidence model a write prepares (kept for callers: one model now serves every k)
+FEEDBACK_FILE = "feedback.jsonl"  # the user's labelled questions: one JSON line each (question, relevant or found at k, and the label row)
 
 @patch
 def _adopt_saved(self:KnowledgeTrainer):
-    "Let the confidence computation reuse the models published with the vectors (read once, on first use)."
+    "Let the confidence computation reuse the models published with the vectors (read once), with the user's labels (read again when they change)."
     text, self._saved_models = getattr(self, "_saved_models", None), None
-    if not text: return
-    from local_knowledge_trainer.confidence import adopt_models, models_from_json
-    try: adopt_models(self.kb, models_from_json(text, f"{self.persist_dir}/vector_store/{CONFIDENCE_FILE}"), self._published)
-    except LKTError as e: warnings.warn(f"{e}; fitting the confidence model again")
+    if text:
+        from local_knowledge_trainer.confidence import adopt_models, models_from_json
+        try: adopt_models(self.kb, models_from_json(text, f"{self.persist_dir}/vector_store/{CONFIDENCE_FILE}"), self._published)
+        except LKTError as e: warnings.warn(f"{e}; fitting the confidence model again"); return
+        self._feedback_seen = None
+    f = self.persist_dir / FEEDBACK_FILE if self.persist_dir is not None else None
+    try: seen = (f.stat().st_mtime_ns, f.stat().st_size) if f is not None and f.is_file() else None
+    except OSError: seen = None
+    if seen != getattr(self, "_feedback_seen", None):   # a stat per query: another process's feedback is seen at once
+        self._feedback_seen = seen; self._apply_feedback(self._read_feedback())
+
+@patch
+def _read_feedback(self:KnowledgeTrainer)->list:
+    "The labelled questions stored in the base (`feedback.jsonl`); a damaged line is skipped with a warning naming it."
+    f = self.persist_dir / FEEDBACK_FILE if self.persist_dir is not None else None
+    if f is None: return list(getattr(self, "_feedback_mem", []))
+    if not f.is_file(): return []
+    rows = []
+    for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+        try: r = json.loads(line); r["channels"] = tuple(r["channels"]); rows.append(r)
+        except (ValueError, KeyError, TypeError) as e: warnings.warn(f"{f}:{n}: not a feedback line ({type(e).__name__}: {e}); skipped")
+    return rows
+
+@patch
+def _apply_feedback(self:KnowledgeTrainer, rows:list):
+    "Replace the labels of the base's confidence models by `rows` (their level comes from them once there are enough)."
+    from local_knowledge_trainer.confidence import set_labels
+    set_labels(self.kb, rows)
+
+@patch
+def _label_row(self:KnowledgeTrainer, question:str, relevant=None, found=None, k:int=5, mode:str="hybrid")->dict:
+    "One feedback line: the question, what the user said, and its label row (channels, features, rank or found at k) on this base."
+    from local_knowledge_trainer.confidence import label_rows, answer_channels, query_features
+    base = {"question": question, "relevant": relevant, "found": found, "k": int(k), "mode": mode, "time": _now()}
+    if relevant:
+        r = label_rows(self.kb, [{"id": "feedback", "query": question, "relevant": list(relevant)}], mode).iloc[0]
+        return {**base, "channels": list(r["channels"]), "features": [float(x) for x in r["features"]], "rank": int(r["rank"])}
+    ch = answer_channels(self.kb, question, mode)
+    return {**base, "channels": list(ch), "features": [float(x) for x in query_features(self.kb, [question], ch, k)[0][0]]}
+
+@patch
+def feedback(self:KnowledgeTrainer, question:str=None, # a question asked of the base
+             relevant:list=None, # the sources or chunk ids that answer it (as in a golden file), or
+             found:bool=None, # whether the top-k held the answer (the "found / not found" control)
+             k:int=5, # the k the answer was given with (with `found`)
+             golden=None, # or a golden JSONL file (or `GoldenCase`s): every case is added
+             mode:str="hybrid", # retrieval mode the question was asked in
+            )->dict:
+    "Store labelled questions in the base: once there are enough, every answer's confidence is calibrated on them."
+    from local_knowledge_trainer.confidence import confidence_model, calibration, state_text
+    if golden is not None:
+        from local_knowledge_trainer.golden import load_golden
+        cases = [(c.query, list(c.relevant), None) for c in load_golden(golden)]
+    elif question is None or (not relevant and found is None): raise LKTError("feedback needs a question with relevant=[…] or found=True/False, or golden=FILE")
+    else: cases = [(clean_question(question), list(relevant) if relevant else None, None if relevant else bool(found))]
+    with self._writing("feedback"):
+        if not self.store.count_chunks(): raise LKTError("feedback: the knowledge base is empty — ingest documents first")
+        self._adopt_saved()
+        rows = self._read_feedback() + [self._label_row(q, rel, fd, k, mode) for q, rel, fd in cases]
+        self._write_feedback(rows)
+        self._apply_feedback(rows)
+    m = confidence_model(self.kb, k, tuple(rows[-1]["channels"]))
+    return {"stored": len(cases), "total": len(rows), "state": state_text(calibration(m, k))}
+
+@patch
+def _write_feedback(self:KnowledgeTrainer, rows:list):
+    "Write the feedback lines (atomically, by rename), or keep them in memory for a base without a folder."
+    if self.persist_dir is None: self._feedback_mem = list(rows); return
+    atomic_write_text(self.persist_dir / FEEDBACK_FILE,
+                      "".join(json.dumps({**r, "channels": list(r["channels"])}, ensure_ascii=False) + "\n" for r in rows))
 
 @patch
 def _warm(self:KnowledgeTrainer):
-    "Fit the base's answer-confidence model after a write, so its embeddings are in the base's cache for every reader."
+    "Fit the base's answer-confidence models after a write (every channel set, one pass), and re-label the stored feedback on the new state."
     if not self.warm or not self.store.count_chunks(): return
     from local_knowledge_trainer.confidence import confidence_model
     self._adopt_saved()
     t = time.perf_counter()
-    try: confidence_model(self.kb, WARM_K)
+    try:
+        confidence_model(self.kb)
+        old = self._read_feedback()
+        rows = [self._label_row(r["question"], r.get("relevant"), r.get("found"), r.get("k", 5), r.get("mode", "hybrid")) for r in old]
+        if rows: self._write_feedback(rows)
+        self._apply_feedback(rows)
     except Exception as e:
         warnings.warn(f"{self.persist_dir}: could not prepare the answer-confidence model for readers ({type(e).__name__}: {e}); "
                       "readers will fit it themselves (slower first query)"); return
-    self.actions.append(f"prepared the answer-confidence model for readers ({time.perf_counter() - t:.1f} s)")
+    self.actions.append(f"prepared the answer-confidence models for readers ({time.perf_counter() - t:.1f} s)")
+
+@patch
+def calibration(self:KnowledgeTrainer, k:int=5, # hit@k cut-off
+               )->dict:
+    "Where the answers' confidence comes from: per channel set, its score, its state (probes or your labelled questions) and its curve."
+    from local_knowledge_trainer.confidence import calibration_report
+    if not self.store.count_chunks(): raise LKTError("calibration: the knowledge base is empty — ingest documents first")
+    self._adopt_saved()
+    return calibration_report(self.kb, k)
+
 
 # %% ../nbs/21_trainer.ipynb #2294860b
 @patch
@@ -975,15 +1057,15 @@ def _query_first(kt, a:dict):
 
 def _trainer_overlap(kt, a:dict): a.setdefault("chunk_overlap", kt.chunk_overlap)
 
-_forward("answer_confidence", "confidence", "Fill the calibrated P(top-k holds the answer), its CI, the p-value and effect against unanswerable queries, and abstained (19_confidence).", prepare=_query_first)
-_forward("validate_knowledge_base", "diagnostics", "Duplicates, garbage text, unretrievable documents and probe MRR with a CI; Shapiro–Wilk and KS as description (20_diagnostics).")
-_forward("optimize_chunking", "diagnostics", "Compare chunk sizes on the same queries: Cochran's Q and McNemar with Holm decide; the chi-square is reported.",
+_forward("answer_confidence", "confidence", "Fill the calibrated P(top-k holds the answer), its state, the p-value against on-topic unanswerable probes, the CI once labelled, and abstained (19_confidence).", prepare=_query_first)
+_forward("validate_knowledge_base", "diagnostics", "Duplicates, garbage text, unretrievable documents and probe findability (held-out-sentence MRR, not a labelled quality) with a CI; Shapiro–Wilk and KS (Holm) as description (20_diagnostics).")
+_forward("optimize_chunking", "diagnostics", "Compare chunk sizes, cut to the model's window and found under the base's recorded root, on the same queries: Cochran's Q and McNemar with Holm decide; best_size None on a tie.",
          prepare=_trainer_overlap)
 _forward("topic_conflict", "diagnostics", "Per-topic retrieval quality: Kruskal–Wallis with Dunn–Holm (says which test decided) and the weakest topics.")
 _forward("test_topic_conflict", "diagnostics", "Alias of `topic_conflict`.", target="topic_conflict")
 _forward("bootstrap_confidence_interval", "diagnostics", "CI of mean retrieval quality over held-out probes (or labelled queries), resampling documents.")
 _forward("bootstrap_ab_test", "diagnostics", "Paired (by default) test of after − before on per-query scores; the result names the test that decided.", kb=False)
-_forward("compute_quality_score", "diagnostics", "Quality of an answer (or a question, answered first): the calibrated confidence with its CI and a tier.",
+_forward("compute_quality_score", "diagnostics", "Quality of an answer (or a question, answered first): the calibrated confidence, its state, and its tier (a band of it).",
          prepare=_query_first)
 
 # %% ../nbs/21_trainer.ipynb #9176ef13
@@ -1085,12 +1167,13 @@ def query(self:KnowledgeTrainer, question:str, # the question
             trace["llm_error"] = err
         trace["timings_ms"]["llm"] = round((time.perf_counter() - t) * 1000, 3)
     if return_confidence and where is not None:   # calibrated on the whole base's retrieval, not on a filtered one
-        trace["confidence"] = {"status": "not computed", "reason": "the confidence model is calibrated on searches of the whole base; "
-                               "a filtered search is another distribution (ask without where= for a confidence)"}
-        return_confidence = False
+        why = ("the confidence model is calibrated on searches of the whole base; a filtered search is another distribution "
+               "(ask without where= for a confidence)")
+        trace["confidence"] = {"status": "not computed", "reason": why}
+        resp.confidence_method, return_confidence = f"not computed: {why}", False
     if return_confidence and not chunks:  # nothing retrieved: the top-k holds no relevant chunk, exactly
-        resp.confidence, resp.ci_lower, resp.ci_upper, resp.p_value = 0.0, 0.0, 0.0, 1.0
-        resp.abstained, resp.confidence_method = True, "no_evidence"
+        resp.confidence, resp.p_value = 0.0, 1.0
+        resp.abstained, resp.confidence_method, resp.confidence_state = True, "no_evidence", "nothing was retrieved"
     if return_confidence:
         t = time.perf_counter()
         try:
