@@ -40,6 +40,24 @@ def r4(x):
     return x
 
 
+def interval_delta(c:dict, s:float, level:float=0.95)->tuple:
+    "Candidate CI 1: the delta method on Platt's two parameters (the labelled calibration's covariance)."
+    import numpy as np
+    from scipy import stats
+    f, z = c["label_fit"], stats.norm.ppf(0.5 + level / 2)
+    x = np.array([1.0, s]); eta, se = f["a"] + f["b"] * s, math.sqrt(max(float(x @ f["cov"] @ x), 0.0))
+    return 1 / (1 + math.exp(-(eta - z * se))), 1 / (1 + math.exp(-(eta + z * se)))
+
+
+def interval_nearest(c:dict, s:float, level:float=0.95)->tuple:
+    "Candidate CI 2: Jeffreys interval of the hit rate of the max(10, n/3) labelled questions nearest in score."
+    import numpy as np
+    from scipy import stats
+    rs, ry = c["rows"]; m = max(10, math.ceil(len(rs) / 3)); near = np.argsort(np.abs(rs - s), kind="stable")[:m]
+    h, n, a = int(ry[near].sum()), len(near), (1 - level) / 2
+    return (0.0 if h == 0 else float(stats.beta.ppf(a, h + .5, n - h + .5)), 1.0 if h == n else float(stats.beta.ppf(1 - a, h + .5, n - h + .5)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("path"); ap.add_argument("--max-queries", type=int, default=300); ap.add_argument("--k", type=int, default=5)
@@ -108,6 +126,9 @@ def main():
         C.set_labels(kb, [by_q[q] for q in ans["query"].iloc[tr]])
         held = C.measure_confidence(kb, [cases[[c.query for c in cases].index(q)] for q in ans["query"].iloc[te]], k=k)
         if (held.state != "labelled").any(): continue
+        cal = {ch: C.calibration(C.confidence_model(kb, k, tuple(ch.split("+"))), k) for ch in set(held.channels)}
+        held["ci_delta"] = [interval_delta(cal[ch], s) for ch, s in zip(held.channels, held.score)]
+        held["ci_jeffreys"] = [interval_nearest(cal[ch], s) for ch, s in zip(held.channels, held.score)]
         eces.append(C._ece(held.confidence, held.hit)); pool.append(held)
     C.set_labels(kb, [])
     out["labelled"] = {"labels": ntr, "splits": len(eces), "ece_per_split": eces, "ece_per_split_mean": float(np.mean(eces)) if eces else None}
@@ -115,10 +136,13 @@ def main():
         P = pd.concat(pool, ignore_index=True)
         b = np.minimum((stats.rankdata(P.confidence, "ordinal") - 1) * 5 // len(P), 4)   # 5 equal-count bins of confidence
         rate = np.array([P.hit[b == j].mean() for j in range(5)])[b]                    # each question's bin's held-out hit rate
+        cover = lambda col: float(np.mean([lo - 1e-12 <= r <= hi + 1e-12 for (lo, hi), r in zip(P[col], rate)]))
+        width = lambda col: float(np.mean([hi - lo for lo, hi in P[col]]))
         out["labelled"] |= {"held_out_pooled": len(P), "ece_pooled": C._ece(P.confidence, P.hit),
-                            "ci95_coverage": float(((P.ci_lower - 1e-12 <= rate) & (rate <= P.ci_upper + 1e-12)).mean()),
-                            "ci95_mean_width": float((P.ci_upper - P.ci_lower).mean()),
-                            "reliability": C.reliability_table(P.confidence, P.hit).to_dict("records")}
+                            "reliability": C.reliability_table(P.confidence, P.hit).to_dict("records"),
+                            "candidate_ci95": {"delta_method_platt": {"coverage": cover("ci_delta"), "mean_width": width("ci_delta")},
+                                              "jeffreys_nearest_labels": {"coverage": cover("ci_jeffreys"), "mean_width": width("ci_jeffreys")},
+                                              "note": "neither covers 95 % everywhere, so the product reports no CI (nan)"}}
     # cost of one confidence for k in 1..50, models fitted (what a reader pays)
     ms = []
     for j, q in enumerate(qs[:40]):

@@ -7,9 +7,9 @@ __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL',
            'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'CONFIG_FILE', 'DEFAULT_PERSIST', 'PERSIST_HELP', 'SCORE_LEGEND',
            'WHERE_KEYS', 'GRAPH_STATUSES', 'DEMO_QUESTIONS', 'DASH_HINT', 'EXIT_EPILOG', 'find_configs', 'resolve_base',
            'has_base', 'no_base_message', 'NoBaseError', 'cmd_parse', 'cmd_ingest', 'cmd_remove', 'StreamPrinter',
-           'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_where', 'cmd_doctor', 'cmd_serve', 'cmd_evaluate',
-           'add_evaluate_command', 'cmd_graph', 'add_graph_command', 'cmd_demo', 'LKTArgumentParser', 'build_parser',
-           'main']
+           'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_feedback', 'cmd_where', 'cmd_doctor', 'cmd_serve',
+           'cmd_evaluate', 'add_evaluate_command', 'cmd_graph', 'add_graph_command', 'cmd_demo', 'LKTArgumentParser',
+           'build_parser', 'main']
 
 # %% ../nbs/24_cli.ipynb #facb9717
 import argparse, contextlib, difflib, inspect, json, os, re, shlex, sys, tempfile, shutil
@@ -335,7 +335,8 @@ def _ingest_text(r, args, removed:list, graph, kt)->str:
         text += f"\nrebuilt the vector store: {s.get('chunks')} chunks embedded with {s.get('embedding_model')}"
     if graph: text += f"\ngraph: {graph['entities']} entities, {graph['relations']} relations ({graph['auto_accepted']} auto-accepted)"
     if getattr(r.statistical_report, "rows", None) is not None:
-        text += "\n\nstatistical gate:\n" + r.statistical_report.report.to_string(index=False, max_colwidth=40)
+        rule = getattr(r.statistical_report, "rule", None)
+        text += f"\n\nstatistical gate{f' ({rule})' if rule else ''}:\n" + r.statistical_report.report.to_string(index=False, max_colwidth=40)
     text += "".join(f"\n  REJECTED {s}" for s in r.rejected_docs)
     return text
 
@@ -440,6 +441,12 @@ def _answer_text(js:dict, # the JSON of an answer (`output.response_json`), loca
         chans = " + ".join((js.get("trace") or {}).get("channels") or ["dense", "sparse"])
         parts += [_table(rows, cols), f"{kind}: {SCORE_LEGEND.get(kind, 'the channel score').format(channels=chans)}"]
     else: parts.append("no evidence found")
+    if res and js.get("confidence") is not None:
+        p = js.get("p_value"); ci = (js.get("ci_lower"), js.get("ci_upper"))
+        parts.append(f"confidence {js['confidence']:.2f}: P(the top {len(res)} hold the answer)"
+                     + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else "") + (f"; p vs on-topic unanswerable {p:.3g}" if p is not None else "")
+                     + ("; abstains: the question scores like questions unrelated to the base" if js.get("abstained") else "")
+                     + (f"\n  level {js['confidence_state']}" if js.get("confidence_state") else ""))
     if with_llm and js.get("citations"):
         parts += ["", "citations:"] + [f"  [{n}] {Citation(**{k: c.get(k) for k in _CITATION_FIELDS})}" for n, c in enumerate(js["citations"], 1)]
     if trace and js.get("trace"): parts.append(_trace_text(js["trace"]))
@@ -572,15 +579,45 @@ def cmd_answer(args)->int:
 # %% ../nbs/24_cli.ipynb #bc99f8c4
 def _stats_text(s:dict)->str: return "\n".join(f"{k:16} {v}" for k, v in s.items() if k != "sources")
 
+def _calibration_text(cal:dict, k:int)->str:
+    "The human text of `KnowledgeTrainer.calibration`: per channel set, its score, state and P(hit@k) at the score's deciles."
+    out = []
+    for ch, r in cal.items():
+        auc = ", ".join(f"{n} {v:.3f}" for n, v in r["probe_auroc"].items())
+        out += [f"{ch}: score {r['score']} (probe AUROC present vs absent: {auc})", f"  level: {r['state_text']}",
+                f"  P(hit@{k}) at the score's deciles: " + "  ".join(f"{x['score']:.3f}→{x['confidence']:.2f}" for x in r["curve"])]
+        if r.get("reliability"):
+            out.append("  your questions: " + "  ".join(f"{x['bin']} n={x['n']} hit rate {x['hit_rate']:.2f}" for x in r["reliability"]))
+    return "\n".join(out)
+
 def cmd_stats(args)->int:
-    "Counts and configuration of the base."
+    "Counts and configuration of the base (--calibration: where the answers' confidence comes from)."
     if args.server:
+        if getattr(args, "calibration", False): return _fail(args, "--calibration reads the base itself: drop --server", EXIT_USAGE)
         try: s = _request(args, "/stats")
         except LKTError as e: return _fail(args, str(e))
+    elif getattr(args, "calibration", False):
+        _require_base(args)
+        kt = _trainer(args)
+        try: cal = kt.calibration(args.k)
+        finally: kt.close()
+        _print(cal, args.json, _calibration_text(cal, args.k)); return EXIT_OK
     else:
         _require_base(args)
         s = {**base_stats(args.persist, args.model, args.backend, args.language or "pt"), "chosen_by": args.base["chosen_by"]}
     _print(s, args.json, _stats_text(s))
+    return EXIT_OK
+
+def cmd_feedback(args)->int:
+    "Store a labelled question in the base (or a golden file's): the answers' confidence is calibrated on them once there are enough."
+    _require_base(args)
+    if not args.golden and not args.question: return _fail(args, "give a QUESTION with --relevant/--found/--not-found, or --golden FILE", EXIT_USAGE)
+    if args.question and not (args.relevant or args.found is not None):
+        return _fail(args, "say what answers it: --relevant SOURCE… (the sources that hold the answer), --found or --not-found", EXIT_USAGE)
+    kt = _trainer(args)
+    try: r = kt.feedback(args.question, relevant=args.relevant, found=args.found, k=args.k, golden=args.golden)
+    finally: kt.close()
+    _print(r, args.json, f"stored {r['stored']} labelled question(s), {r['total']} in the base; the confidence is now {r['state']}")
     return EXIT_OK
 
 def cmd_where(args)->int:
@@ -642,7 +679,7 @@ def cmd_serve(args)->int:
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"lkt serve: {args.persist} at http://{host}:{args.port}/ (API docs at /docs); Ctrl-C stops", file=sys.stderr, flush=True)
     run_server(args.persist, host=args.host, port=args.port, token=token, allow_roots=list(args.allow_root),
-               llm=args.llm, llm_url=args.llm_url, **_trainer_options(args))
+               writes=bool(args.allow_writes), llm=args.llm, llm_url=args.llm_url, **_trainer_options(args))
     return EXIT_OK
 
 # %% ../nbs/24_cli.ipynb #1cc53ad1
@@ -949,7 +986,22 @@ def build_parser()->argparse.ArgumentParser:
         if name == "answer": _llm_options(sp)
         sp.set_defaults(func=fn)
     sp = sub.add_parser("stats", help="counts and configuration of the base", epilog="Exit codes: 0 ok, 1 error, 7 no base.")
-    _common(sp); _remote(sp); sp.set_defaults(func=cmd_stats)
+    _common(sp); _remote(sp)
+    sp.add_argument("--calibration", action="store_true", help="where the answers' confidence comes from: its score, its state "
+                    "(estimated from the base's probes, or calibrated on your labelled questions) and P(hit@k) along the score")
+    sp.add_argument("--k", type=_positive_int, default=5, help="with --calibration: the k of hit@k (default 5)")
+    sp.set_defaults(func=cmd_stats)
+    sp = sub.add_parser("feedback", help="store a labelled question in the base: the confidence is calibrated on them once there are enough",
+                        epilog="Exit codes: 0 stored, 1 error, 2 usage, 7 no base. Example: lkt feedback 'How many panels?' "
+                               "--relevant reports/solar_report.pdf; lkt feedback 'Who wrote it?' --not-found; lkt feedback --golden evals/golden.jsonl")
+    sp.add_argument("question", nargs="?", help="the question asked (last, after `--`, if it starts with '-')"); _common(sp)
+    g = sp.add_mutually_exclusive_group()
+    g.add_argument("--relevant", nargs="+", metavar="SOURCE", help="the sources (or chunk ids) that hold the answer")
+    g.add_argument("--found", dest="found", action="store_const", const=True, default=None, help="the top k held the answer")
+    g.add_argument("--not-found", dest="found", action="store_const", const=False, help="the top k did not hold the answer")
+    g.add_argument("--golden", metavar="JSONL", help="store every case of a golden file (query and relevant keys)")
+    sp.add_argument("--k", type=_positive_int, default=5, help="the k the answer was given with (default 5)")
+    _wait(sp); sp.set_defaults(func=cmd_feedback)
     sp = sub.add_parser("where", help="print where the base is and which rule chose it",
                         epilog="Order: --persist, $LKT_PERSIST, `persist` in the nearest lkt.toml (this folder or above, "
                                "relative to the file), .lkt in this folder. Exit codes: 0 a base is there, 7 none yet.")
@@ -973,6 +1025,8 @@ def build_parser()->argparse.ArgumentParser:
                     "the environment variable keeps it out of the process list)")
     sp.add_argument("--allow-root", action="append", default=[], metavar="DIR",
                     help="POST /ingest may read files under DIR (repeat for more; default: none, ingest over HTTP is refused)")
+    sp.add_argument("--allow-writes", action="store_true", help="without a token, accept writes (ingest, removals, feedback) from "
+                    "any local process; by default a server without --token is read-only (with --token, its holders may write)")
     _llm_options(sp, tuning=False); sp.set_defaults(func=cmd_serve)
     sp = sub.add_parser("demo", help="run LKT on the bundled sample corpus")
     sp.add_argument("--corpus", default="evals/sample_corpus", metavar="DIR", help="the corpus to teach (default evals/sample_corpus)")

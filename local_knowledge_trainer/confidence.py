@@ -7,13 +7,12 @@ __all__ = ['OFF_TOPIC', 'OFF_TOPIC_QUANTILE', 'FEATURES', 'CHANNEL_SETS', 'RANK_
            'ABSENT_SHARE', 'N_PROBES', 'N_NULL', 'MIN_LABELLED', 'REFIT_FRACTION', 'POOL_MAX', 'ISOTONIC_MIN', 'FORMAT',
            'CONFIDENCE_METHODS', 'DEFAULT_CONFIDENCE_METHOD', 'NAN_REASONS', 'answer_channels', 'feature_names',
            'query_features', 'base_channel_sets', 'probe_features', 'isotonic_fit', 'isotonic_predict',
-           'jeffreys_interval', 'ConfidenceModel', 'fit_confidence_models', 'calibration', 'state_text', 'predict',
-           'confidence_model', 'fitted_models', 'models_json', 'models_from_json', 'adopt_models', 'z_global_score',
-           'abstention_notice', 'method_text', 'answer_confidence', 'label_rows', 'add_labels', 'set_labels',
-           'recalibrate', 'measure_confidence', 'calibration_report', 'reliability_table', 'confidence_summary',
-           'plot_reliability']
+           'ConfidenceModel', 'fit_confidence_models', 'calibration', 'state_text', 'predict', 'confidence_model',
+           'fitted_models', 'models_json', 'models_from_json', 'adopt_models', 'z_global_score', 'abstention_notice',
+           'method_text', 'answer_confidence', 'label_rows', 'add_labels', 'set_labels', 'recalibrate',
+           'measure_confidence', 'calibration_report', 'reliability_table', 'confidence_summary', 'plot_reliability']
 
-# %% ../nbs/19_confidence.ipynb #c0de58b9
+# %% ../nbs/19_confidence.ipynb #10029f5e
 import json, math, time, weakref
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +30,7 @@ from .index import KnowledgeBase
 from .gate import labelled_cases
 from .probes import draw_probes, content_seed
 
-# %% ../nbs/19_confidence.ipynb #6083810b
+# %% ../nbs/19_confidence.ipynb #089f049d
 OFF_TOPIC = (  # everyday questions a collection about a subject does not answer: the reference for "unrelated to the base"
     "Who won the football world cup in 1998?", "What is the recipe for a chocolate cake?", "How do I get a stain out of a carpet?",
     "What time does the museum open on Sundays?", "Which actor played the lead in the film Titanic?", "How tall is Mount Everest?",
@@ -48,7 +47,7 @@ OFF_TOPIC = (  # everyday questions a collection about a subject does not answer
 )
 OFF_TOPIC_QUANTILE = 0.9  # at or below this quantile of the off-topic questions' scores, a question is unrelated to the base
 
-# %% ../nbs/19_confidence.ipynb #92f58012
+# %% ../nbs/19_confidence.ipynb #36c6fb46
 FEATURES = {"dense": ("cos_top1",),  # top-1 cosine
             "sparse": ("bm25_top1_norm",)}  # top-1 BM25 over the query's attainable maximum
 CHANNEL_SETS = (("dense", "sparse"), ("dense",), ("sparse",))  # every set of channels a question can be ranked by
@@ -85,7 +84,7 @@ def feature_names(channels:tuple, # from `answer_channels`
     "The features of a channel set: each channel's top score, plus the dense/BM25 top-5 overlap when both ranked."
     return [f for c in channels for f in FEATURES[c]] + (["overlap5"] if len(channels) == 2 else [])
 
-# %% ../nbs/19_confidence.ipynb #3cdc5f13
+# %% ../nbs/19_confidence.ipynb #dce9532e
 def _score_features(kb, channels, sd, sb, ids, k, cands)->tuple:  # sb: (BM25 scores, attainable maximum) or None
     "(features, fused top-k ids) of one query from its dense cosines `sd` and BM25 scores `sb` over a variant's `ids`."
     f, rk = [], {}
@@ -145,7 +144,7 @@ def query_features(kb, # a `KnowledgeBase`
         F.append(f); tops.append(top)
     return np.asarray(F, float).reshape(len(F), len(names)), tops
 
-# %% ../nbs/19_confidence.ipynb #b8619b67
+# %% ../nbs/19_confidence.ipynb #bae25e39
 def base_channel_sets(kb, # a `KnowledgeBase`
                      )->tuple:
     "The channel sets a question to this base can be ranked by: all three with vectors, BM25 alone without."
@@ -192,7 +191,7 @@ def probe_features(kb, # a `KnowledgeBase`
             out[s][0].append(f); out[s][1].append(0 if absent else _first_rank(top_a, top_b, c, is_answer))
     return {s: (np.asarray(F, float).reshape(len(F), len(feature_names(s))), np.asarray(r, int)) for s, (F, r) in out.items()}
 
-# %% ../nbs/19_confidence.ipynb #a8158f70
+# %% ../nbs/19_confidence.ipynb #97afef67
 def isotonic_fit(score, # scores, any order
                  y, # 0/1 outcomes
                  w=None, # weights (None: 1)
@@ -217,18 +216,7 @@ def isotonic_predict(fit:tuple, # from `isotonic_fit`
     if not len(u): return np.full(np.shape(score), np.nan)
     return np.interp(np.asarray(score, float), u, p)
 
-def jeffreys_interval(hits:int, # successes
-                      n:int, # trials
-                      level:float=0.95, # coverage
-                     )->tuple:
-    "Jeffreys interval for a binomial rate: Beta(h + ½, n − h + ½) quantiles, with 0 or 1 at the ends (Brown, Cai & DasGupta 2001)."
-    if n <= 0: return (float("nan"), float("nan"))
-    a = (1 - level) / 2
-    lo = 0.0 if hits == 0 else float(stats.beta.ppf(a, hits + 0.5, n - hits + 0.5))
-    hi = 1.0 if hits == n else float(stats.beta.ppf(1 - a, hits + 0.5, n - hits + 0.5))
-    return lo, hi
-
-# %% ../nbs/19_confidence.ipynb #dcbe7dcc
+# %% ../nbs/19_confidence.ipynb #f4d7b10a
 ABSTAIN_BELOW = 0.2  # once calibrated on labelled questions, abstain below this confidence
 ABSENT_SHARE = 0.5  # share of questions assumed to have no answer in the base, when the level comes from probes
 N_PROBES = 200  # probes asked with their document present (one per document while documents last)
@@ -270,7 +258,7 @@ class ConfidenceModel:
         return (f"ConfidenceModel({'+'.join(self.channels)}, score={self.score}, {self.n_probes} probes, {len(self.absent)} null, "
                 f"{len(self.labelled)} labelled)")
 
-# %% ../nbs/19_confidence.ipynb #61e67811
+# %% ../nbs/19_confidence.ipynb #2058a730
 def _auroc(score, y)->float:
     "AUROC = P(score of a positive > score of a negative), ties ½ (Mann–Whitney U / n1 n0)."
     score, y = np.asarray(score, float), np.asarray(y, int)
@@ -330,7 +318,7 @@ def fit_confidence_models(kb, # a `KnowledgeBase`
 
 POOL_MAX = 20_000  # chunks the probes are drawn from: all of a smaller base, else the first POOL_MAX ids (a content-determined sample)
 
-# %% ../nbs/19_confidence.ipynb #220bb1c8
+# %% ../nbs/19_confidence.ipynb #de0d9531
 def _label_hits(m:ConfidenceModel, k:int)->tuple:
     "(scores, hit@k) of the labelled questions whose hit@k is known from their rank bounds."
     lo, hi = m.labelled_lo, m.labelled_hi
@@ -393,7 +381,7 @@ def calibration(m:ConfidenceModel, # a `ConfidenceModel`
         n1, n0, pi = max(len(h), 1), max(len(m.absent), 1), m.absent_share
         fit = isotonic_fit(np.r_[m.present, m.absent], np.r_[h, np.zeros(len(m.absent))],
                            np.r_[np.full(len(h), (1 - pi) / n1), np.full(len(m.absent), pi / n0)])
-        c = {"state": "probes", "fit": fit, "n": len(h), "cv_ece": float("nan"), "rows": None, "n_labelled": len(y)}
+        c = {"state": "probes", "fit": fit, "n": len(h), "cv_ece": float("nan"), "rows": None, "n_labelled": len(y), "labelled_hits": int(y.sum())}
     m._cal[k] = c
     return c
 
@@ -401,36 +389,24 @@ def _calibrated(c:dict, s)->np.ndarray:
     "P(hit@k) at scores `s` under calibration `c`."
     return _label_predict(c["label_fit"], s) if c["state"] == "labelled" else isotonic_predict(c["fit"], s)
 
-def _label_ci(c:dict, s:float, level:float)->tuple:
-    "CI of P(hit@k) at score `s` from the labelled questions (delta method for Platt, Jeffreys for an isotonic block); nan without labels."
-    if c["state"] != "labelled": return float("nan"), float("nan")
-    f, z = c["label_fit"], stats.norm.ppf(0.5 + level / 2)
-    if f["kind"] == "platt":
-        x = np.array([1.0, s]); eta, se = f["a"] + f["b"] * s, math.sqrt(max(float(x @ f["cov"] @ x), 0.0))
-        return float(1 / (1 + math.exp(-(eta - z * se)))), float(1 / (1 + math.exp(-(eta + z * se))))
-    (u, p), (rs, ry) = f["fit"], c["rows"]
-    j = int(np.clip(np.searchsorted(u, s), 0, len(u) - 1))
-    if j > 0 and abs(u[j - 1] - s) < abs(u[j] - s): j -= 1
-    blk = np.isclose(isotonic_predict(f["fit"], rs), p[j])
-    return jeffreys_interval(int(ry[blk].sum()), int(blk.sum()), level)
-
 def state_text(c:dict, # from `calibration`
               )->str:
     "Where the level comes from, in words."
     if c["state"] == "labelled": return f"calibrated on {c['n']} of your questions (cross-validated ECE {c['cv_ece']:.3f})"
-    more = f"; {c['n_labelled']} labelled so far, {MIN_LABELLED} with hits and misses calibrate it" if c.get("n_labelled") else ""
+    h, n = c.get("labelled_hits", 0), c.get("n_labelled", 0)
+    more = (f"; {n} labelled questions known at this k ({h} found, {n - h} not): {MIN_LABELLED} with at least 3 of each "
+            "calibrate it") if n else ""
     return f"estimated from {c['n']} probes of this base (not checked against your questions{more})"
 
-# %% ../nbs/19_confidence.ipynb #547e2385
+# %% ../nbs/19_confidence.ipynb #f0d5a10b
 def predict(m:ConfidenceModel, # a `ConfidenceModel`
             F:np.ndarray, # feature rows (`query_features`)
             k:int=5, # hit@k cut-off
-            level:float=0.95, # CI level
            )->dict:
-    "Per row: confidence, ci_lower, ci_upper, p_value, unrelated, abstained, score; and the calibration state."
+    "Per row: confidence, ci_lower and ci_upper (nan), p_value, unrelated, abstained, score; and the calibration state."
     s = m.scores(F); c = calibration(m, k)
     conf = _calibrated(c, s)
-    ci = np.array([_label_ci(c, v, level) for v in s]).reshape(len(s), 2)
+    ci = np.full((len(s), 2), np.nan)   # no interval covered its level on held-out questions (NAN_REASONS["ci"])
     nul = m.absent
     p = (1 + len(nul) - np.searchsorted(nul, s - 1e-12, side="left")) / (1 + len(nul)) if len(nul) else np.full(len(s), np.nan)
     unrelated = s <= np.quantile(m.off_topic, OFF_TOPIC_QUANTILE) if len(m.off_topic) else np.zeros(len(s), bool)
@@ -438,7 +414,7 @@ def predict(m:ConfidenceModel, # a `ConfidenceModel`
     return {"confidence": conf, "ci_lower": ci[:, 0], "ci_upper": ci[:, 1], "p_value": p, "unrelated": unrelated,
             "abstained": abstained, "score": s, "state": c["state"], "state_text": state_text(c)}
 
-# %% ../nbs/19_confidence.ipynb #00247580
+# %% ../nbs/19_confidence.ipynb #0e5673db
 _MODELS = weakref.WeakKeyDictionary()  # kb -> {channels: ConfidenceModel}: reused while the base changed little
 
 def _key(channels)->tuple: return tuple(sorted(channels))
@@ -469,7 +445,7 @@ def fitted_models(kb, # a `KnowledgeBase`
     "The confidence models fitted (or adopted) for the base's current state."
     return list(kb.snapshot().memo("confidence_models", dict).values())
 
-# %% ../nbs/19_confidence.ipynb #14c36a6a
+# %% ../nbs/19_confidence.ipynb #fef54273
 _ARRAYS = ("mean", "scale", "coef", "present", "present_rank", "absent", "off_topic", "labelled", "labelled_lo", "labelled_hi")
 FORMAT = "lkt-confidence/2"
 
@@ -509,7 +485,7 @@ def adopt_models(kb, # a `KnowledgeBase`
     ids = frozenset(ids)
     for m in models: m.ids = ids; _MODELS.setdefault(kb, {})[_key(m.channels)] = m
 
-# %% ../nbs/19_confidence.ipynb #84d9b510
+# %% ../nbs/19_confidence.ipynb #af9654df
 def z_global_score(kb, # a `KnowledgeBase`
                    question:str, # the question
                    k:int=5, # top-k of the statistic
@@ -526,10 +502,10 @@ def z_global_score(kb, # a `KnowledgeBase`
             "base_mean": float(s.mean()), "base_sd": float(sd), "n": len(s), "k": k,
             "cohens_d": float(cohens_d(top, s)) if k >= 2 and len(s) >= 2 else None}
 
-# %% ../nbs/19_confidence.ipynb #574c3de0
+# %% ../nbs/19_confidence.ipynb #0c95bcc5
 CONFIDENCE_METHODS = ("probe_isotonic",)  # z_global lives on as `z_global_score` ("z_global_uncalibrated"), not as a confidence
 DEFAULT_CONFIDENCE_METHOD = "probe_isotonic"
-NAN_REASONS = {"ci": "no CI until labelled questions calibrate the level (an interval from probes could not be checked)",
+NAN_REASONS = {"ci": "no CI: no interval tried covered the hit rate of held-out questions at its level (bench/confidence.py)",
                "cohens_d": "no effect size: any per-answer effect from this one score is the confidence again"}
 
 _NOTICE = {"en": "The knowledge base probably does not hold the answer to this question: it scores no higher than questions "
@@ -553,7 +529,7 @@ def method_text(m:ConfidenceModel, # the model used
                 pred:dict, # from `predict`
                )->str:
     "`confidence_method`: the score, then why a number is nan."
-    why = ([NAN_REASONS["ci"]] if pred["state"] != "labelled" else []) + [NAN_REASONS["cohens_d"]]
+    why = [NAN_REASONS["ci"], NAN_REASONS["cohens_d"]]
     return f"probe_isotonic({m.score}); " + "; ".join(why)
 
 def answer_confidence(kb, # a `KnowledgeBase`
@@ -583,7 +559,7 @@ def answer_confidence(kb, # a `KnowledgeBase`
         "off_topic_cut": float(np.quantile(m.off_topic, OFF_TOPIC_QUANTILE)) if len(m.off_topic) else None})
     return resp
 
-# %% ../nbs/19_confidence.ipynb #99c021f0
+# %% ../nbs/19_confidence.ipynb #fe365c3a
 def _labelled(queries)->list:
     "Labelled queries as (id, query, relevance keys) (`gate.labelled_cases`)."
     return [(c["id"], c["query"], list(c["relevant"])) for c in labelled_cases(queries)]
@@ -672,7 +648,7 @@ def measure_confidence(kb, # a `KnowledgeBase`
             rows.append(row)
     return pd.DataFrame(rows)
 
-# %% ../nbs/19_confidence.ipynb #c54f8123
+# %% ../nbs/19_confidence.ipynb #b1069e37
 def calibration_report(kb, # a `KnowledgeBase`
                        k:int=5, # hit@k cut-off
                       )->dict:
@@ -690,7 +666,7 @@ def calibration_report(kb, # a `KnowledgeBase`
         out["+".join(s)] = row
     return out
 
-# %% ../nbs/19_confidence.ipynb #9f49e238
+# %% ../nbs/19_confidence.ipynb #52afb012
 def reliability_table(conf, # predicted probabilities
                       hit, # observed 0/1
                       bins:int=10, # equal-width bins on [0, 1]

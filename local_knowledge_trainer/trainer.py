@@ -675,8 +675,10 @@ def feedback(self:KnowledgeTrainer, question:str=None, # a question asked of the
         rows = self._read_feedback() + [self._label_row(q, rel, fd, k, mode) for q, rel, fd in cases]
         self._write_feedback(rows)
         self._apply_feedback(rows)
-    m = confidence_model(self.kb, k, tuple(rows[-1]["channels"]))
-    return {"stored": len(cases), "total": len(rows), "state": state_text(calibration(m, k))}
+    sets = [tuple(r["channels"]) for r in rows]
+    states = {"+".join(s): state_text(calibration(confidence_model(self.kb, k, s), k)) for s in dict.fromkeys(sets)}
+    main = "+".join(max(dict.fromkeys(sets), key=sets.count))   # the channel set most of the labels belong to
+    return {"stored": len(cases), "total": len(rows), "state": states[main], "states": states}
 
 @patch
 def _write_feedback(self:KnowledgeTrainer, rows:list):
@@ -843,7 +845,7 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
            batch_chunks:int=INGEST_BATCH, # chunks per committed batch (without the gate)
            layer:str="primary", # the evidence layer of these documents: primary, secondary, derived or a name of your own
            source_note:str=None, # a version or licence note kept with each document and shown with its citations
-           **gate_kw, # other `IngestGate` options (alpha, n_pseudo, ab_test, k, …; see 18_gate)
+           **gate_kw, # other `IngestGate` options (alpha, margin, n_probes, n_harm, ab_test, k, text_floor, …; see 18_gate)
           )->IngestResult:
     "Parse, embed, optionally test, store and index a file or folder in committed batches; unchanged files are left alone."
     t0 = time.perf_counter()
