@@ -27,16 +27,9 @@ overlap5 = |dense top 5 ∩ BM25 top 5| / 5.
 import argparse, json, math, os, sys, time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-DATASETS = ("cisi", "cacm", "pt_faquad", "zh_cmrc2018_dev")
-LANG = {"cisi": "en", "cacm": "en", "pt_faquad": "pt", "zh_cmrc2018_dev": "zh"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from confidence import DATASETS, LANG, log   # bench/confidence.py: the collections, their languages, the repo on sys.path
 TOP = 100   # score-list depth kept per query and channel
-
-
-def log(*a): print(*a, file=sys.stderr, flush=True)
 
 
 def lists(kb, snap, Q, qs, drops, k):
