@@ -13,6 +13,7 @@ because embedding 10k passages with MiniLM on a busy 2-core machine takes far lo
 embeds every chunk with the model. The JSON says which. The query side is always real: the server
 (`run_server`, its own process) loads all-MiniLM-L6-v2 once and encodes every question, and each question is unique
 (a judged CISI/CACM query plus the request number), so no request is served from the query memo.
+The server accepts writes without a token (`writes=True`, what `lkt serve --allow-writes` sets), as the midway job needs.
 Latency is measured by the client, per request, from sending to the parsed JSON: query encode, BM25, FAISS, fusion,
 chunk fetch, citations and the calibrated confidence (the CLI's default) included. Every 10th request asks for the
 trace, whose server-side stage timings are summarised. After every response the client checks, on its own read-only
@@ -85,7 +86,7 @@ def stand_in_embedder(work: Path, docs):
             did = Path(doc.source).stem
             v = got[(key, "", text_hash(texts[(name, did)]))]
             for c in doc.chunks: by_text[c.text] = v
-    real.close()
+    real.cache.close()   # the model stays: it embeds the texts that are not chunks (the confidence model's held-out sentences)
 
     class StandIn(EmbeddingBackend):
         "Passages: the vector of the document the chunk came from (looked up by chunk text)."
@@ -94,9 +95,10 @@ def stand_in_embedder(work: Path, docs):
         @property
         def cache_key(self): return "stand-in-document-vectors|" + MODEL   # never mistaken for the model's own passage vectors
         def encode_passages(self, texts, threads=1):
-            for t in texts:
-                if t not in by_text: raise KeyError(f"stand-in: no document vector for a chunk starting {t[:60]!r}")
-            return np.stack([by_text[t] for t in texts]).astype(np.float32)
+            texts = list(texts)
+            other = [t for t in texts if t not in by_text]   # not a chunk (a held-out sentence of the confidence model): the model itself
+            got = dict(zip(other, real.backend.encode_passages(other, threads))) if other else {}
+            return np.stack([by_text[t] if t in by_text else got[t] for t in texts]).astype(np.float32)
     return Embedder(StandIn(), threads=1), len(missing)
 
 
@@ -108,7 +110,8 @@ def build_base(work: Path, docs, real_passages: bool):
         emb, embedded_now = stand_in_embedder(work, docs)
         how = (f"stand-in: each chunk carries its document's {MODEL} vector (title + text, first 4000 characters) from the BEIR "
                f"embedding cache, {embedded_now} documents embedded now because the cache lacked them; embedding ~10k passages "
-               "with the model on this 2-core machine would take longer than the load test")
+               "with the model on this 2-core machine would take longer than the load test; texts that are not chunks (the "
+               "answer-confidence model's held-out sentences) are embedded with the model")
     kt = KnowledgeTrainer(embedding_model=emb, persist_dir=work / "kb", show_progress=True, **OPTS)
     try:
         r = kt.ingest(work / "corpus")
@@ -127,6 +130,12 @@ def conditions(out: dict) -> str:
             "answers do not depend on it")
 
 
+def longest_gap(done: list, lo: float, hi: float) -> float:
+    "Milliseconds of the longest stretch within [lo, hi] in which no response arrived (`done`: completion times): a stall."
+    ts = [lo] + sorted(t for t in done if lo <= t <= hi) + [hi]
+    return round(max(b - a for a, b in zip(ts, ts[1:])) * 1000, 1) if hi > lo else None
+
+
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
@@ -134,7 +143,7 @@ def free_port():
 def start_server(work: Path, port: int):
     kw = ", ".join(f"{k}={v!r}" for k, v in OPTS.items())
     code = (f"from local_knowledge_trainer.serve import run_server\n"
-            f"run_server({str(work / 'kb')!r}, port={port}, allow_roots=[{str(work)!r}], embedding_model={MODEL!r}, "
+            f"run_server({str(work / 'kb')!r}, port={port}, allow_roots=[{str(work)!r}], writes=True, embedding_model={MODEL!r}, "
             f"log_level='warning', {kw})\n")
     t = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-c", code], env=ENV, stdout=subprocess.DEVNULL, stderr=open(work / "server.log", "w"))
@@ -191,7 +200,7 @@ def load(url, db, queries, n_requests, clients, k, ingest_at, work, extra):
             jid, polls = r.json()["job_id"], []
             while True:
                 j = h.get(f"/jobs/{jid}").json()
-                polls.append((j["stage"], j["files_done"], j["chunks_done"]))
+                polls.append((j["stage"], j["files_done"], j["chunks_done"], time.time()))
                 if j["state"] in ("done", "failed"): break
                 time.sleep(0.5)
             ingest["t_end"] = time.time()
@@ -199,7 +208,10 @@ def load(url, db, queries, n_requests, clients, k, ingest_at, work, extra):
             ingest["job"]["chunks"] = (j.get("result") or {}).get("chunks")
             ingest["wall_s"] = round(time.perf_counter() - t, 1)
             ingest["progress_polls"] = len(polls)
-            ingest["distinct_progress_states"] = len(set(polls))
+            ingest["distinct_progress_states"] = len({p[:3] for p in polls})
+            stages = {}
+            for (stage, *_, t0), (*_, t1) in zip(polls, polls[1:] + [(None, 0, 0, ingest["t_end"])]): stages[stage] = stages.get(stage, 0) + t1 - t0
+            ingest["stage_s"] = {k: round(v, 1) for k, v in stages.items()}   # seconds each stage was seen, from the polls
             name, did, text = extra[0]
             title = text.splitlines()[0][:200]
             r = h.post("/search", json={"question": title, "k": 10, "confidence": False}).json()
@@ -244,7 +256,16 @@ def main():
             try: proc.wait(120)
             except subprocess.TimeoutExpired: proc.kill()
         lat = [ms for _, ms, _, _ in rec]
-        during = [ms for t0, ms, _, _ in rec if ingest.get("t_start") and ingest["t_start"] <= t0 <= ingest.get("t_end", 0)]
+        t_in, t_out = ingest.get("t_start"), ingest.get("t_end", 0)
+        inside = lambda t0, ms: bool(t_in) and t0 <= t_out and t0 + ms / 1000 >= t_in   # the request overlapped the ingest job
+        during = [ms for t0, ms, _, _ in rec if inside(t0, ms)]
+        outside = [ms for t0, ms, _, _ in rec if not inside(t0, ms)]
+        done = [t0 + ms / 1000 for t0, ms, _, _ in rec]
+        first, last = min(t0 for t0, *_ in rec), max(done)
+        # stalls outside the ingest: the longest gap before it and after it (the warm-up seconds of the clients excluded)
+        gap_out = max(g for g in (longest_gap(done, first + 5, t_in or last), longest_gap(done, t_out or last, last)) if g is not None)
+        gap_in = longest_gap(done, t_in, min(t_out, last)) if t_in else None   # while the clients were still asking
+        from local_knowledge_trainer.serve import WRITER_NICE, WRITER_SLICE
         gens = sorted({g for *_, g, _ in rec})
         stage = {s: pct([tr[s] for tr in traces if s in tr], 50) for s in ("dense", "sparse", "fuse", "fetch", "confidence", "query_total")}
         out = {"bench": "serve",
@@ -256,7 +277,12 @@ def main():
                "server": {"startup_s": start_s, "generation_at_start": health["generation"]},
                "load": {"requests": a.requests, "max_docs": a.max_docs, "clients": a.clients, "k": a.k, "mode": "hybrid", "confidence": True,
                         "trace_every": 10, "completed": len(rec)},
-               "latency_ms": summary(lat), "latency_during_ingest_ms": summary(during),
+               "latency_ms": summary(lat), "latency_during_ingest_ms": summary(during), "latency_outside_ingest_ms": summary(outside),
+               "stall_ms": {"longest_without_a_response_during_ingest": gap_in, "longest_without_a_response_outside_ingest": gap_out},
+               "goal": {"p99_during_over_outside": round(pct(during, 99) / pct(outside, 99), 2) if during and outside else None,
+                        "p99_during_at_most_3x_outside": bool(during and outside and pct(during, 99) <= 3 * pct(outside, 99)),
+                        "no_stall_over_1s_during_ingest": gap_in is not None and gap_in <= 1000},
+               "writer": {"slice_texts": WRITER_SLICE, "nice": WRITER_NICE, "threads_per_slice": 1},
                "throughput_rps": round(len(rec) / wall, 2), "wall_s": round(wall, 1),
                "errors": len(errors), "error_examples": errors[:5],
                "inconsistent_answers": len(inconsistent), "inconsistent_examples": inconsistent[:5],

@@ -305,9 +305,10 @@ def _stored_documents(persist)->int:
     import sqlite3
     db = Path(persist) / "evidence.sqlite"
     if not db.exists(): return 0
+    from local_knowledge_trainer.store import read_connection
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
-            return int(c.execute("SELECT count(*) FROM documents").fetchone()[0])
+        c, _ = read_connection(db)   # leaves no -wal/-shm behind
+        with contextlib.closing(c): return int(c.execute("SELECT count(*) FROM documents").fetchone()[0])
     except sqlite3.Error: return 0
 
 def _ingest_options(kt, args)->dict:
@@ -678,6 +679,9 @@ def cmd_serve(args)->int:
     from local_knowledge_trainer.serve import run_server
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"lkt serve: {args.persist} at http://{host}:{args.port}/ (API docs at /docs); Ctrl-C stops", file=sys.stderr, flush=True)
+    if args.allow_root and not (token or args.allow_writes):
+        print("lkt serve: --allow-root without --token or --allow-writes: the server is read-only, so POST /ingest is refused "
+              "(add --allow-writes, or --token TOKEN)", file=sys.stderr, flush=True)
     run_server(args.persist, host=args.host, port=args.port, token=token, allow_roots=list(args.allow_root),
                writes=bool(args.allow_writes), llm=args.llm, llm_url=args.llm_url, **_trainer_options(args))
     return EXIT_OK

@@ -24,7 +24,7 @@ from .core import atomic_write_text, html_table, read_json
 from .llm import LLMError, LLMFunction
 from .text import CJK_CHAR, sentence_spans
 from .parser import DocumentParser
-from .store import EvidenceStore, clean_query, content_key
+from .store import EvidenceStore, clean_query, content_key, read_connection
 from .persist import BaseBusyError, Strict, WriterLock, canonical_source, lock_holder, read_checked
 from .embeddings import Embedder, EmbeddingCache, model_for_language
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
@@ -129,8 +129,7 @@ class ReadOnlyCache(EmbeddingCache):
         self.path = Path(cache_dir) / "embeddings.sqlite"
         if self.path.is_file():
             try:
-                self.conn = sqlite3.connect(Path(os.path.abspath(self.path)).as_uri() + "?mode=ro", uri=True, timeout=30,
-                                            isolation_level=None, check_same_thread=False)
+                self.conn, _ = read_connection(self.path, timeout=30)   # leaves no -wal/-shm in cache/
                 self.conn.execute("SELECT 1 FROM emb LIMIT 1").fetchall()
             except sqlite3.Error: self.close()   # unreadable here: embed in memory
 

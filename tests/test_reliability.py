@@ -1142,5 +1142,72 @@ def test_llm_faults(hostile_kt):
         assert make("m", timeout=7, post=post)("prompt") == "ok" and seen["timeout"] == 7
 
 
+
+# ---------------------------------------------------------------------------------------------------------------------
+# issue 28: a reader writes nothing, a full disk keeps its cause, bounded filters and chunk sizes
+def folder_digest(persist) -> dict:
+    "{relative path: SHA-256 of the bytes} of every file under the base folder."
+    persist = Path(persist)
+    return {p.relative_to(persist).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(persist.rglob("*")) if p.is_file()}
+
+
+def test_reader_writes_nothing(tmp_path):
+    "A trainer reading a base at rest (stats, hybrid and text searches, sources, neighbours) leaves every file as it was and creates none."
+    texts = write_corpus(tmp_path / "docs", "r", 6, 41)
+    kt = trainer(tmp_path / "kb"); kt.ingest(str(tmp_path / "docs")); kt.close()
+    before = folder_digest(tmp_path / "kb")
+    assert "evidence.sqlite" in before and not any(k.endswith(("-wal", "-shm")) for k in before), sorted(before)
+    words = " ".join(next(iter(texts.values())).split()[10:16])
+    r = trainer(tmp_path / "kb")
+    try:
+        assert r.stats["chunks"] > 0 and len(r.sources()) == 6
+        hits = r.query(words, k=3, mode="hybrid").source_chunks
+        assert hits and r.query(words, k=3, mode="text", return_confidence=False).source_chunks
+        assert r.neighbours(hits[0].id)
+    finally: r.close()
+    after = folder_digest(tmp_path / "kb")
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not changed, f"a reader created or changed {changed}"
+
+
+def test_disk_full_keeps_the_cause(tmp_path):
+    "An ingest that fills the disk (SQLite max_page_count) fails saying the disk is full and what was kept, not 'cannot rollback'; the base keeps its last state."
+    from local_knowledge_trainer.core import LKTError
+    write_corpus(tmp_path / "a", "a", 3, 51); write_corpus(tmp_path / "b", "b", 30, 52)
+    kt = trainer(tmp_path / "kb")
+    try:
+        kt.ingest(str(tmp_path / "a"))
+        before = sorted(kt.sources())
+        n = kt.store.conn.execute("PRAGMA page_count").fetchone()[0]
+        kt.store.conn.execute(f"PRAGMA max_page_count={n + 2}")
+        with pytest.raises(LKTError) as e: kt.ingest(str(tmp_path / "b"))
+        msg = str(e.value)
+        assert "cannot rollback" not in msg and "is full" in msg and "nothing of this write" in msg, msg
+    finally: kt.close()
+    r = trainer(tmp_path / "kb")
+    try: assert sorted(r.sources()) == before and not agreement(r, tmp_path / "kb")
+    finally: r.close()
+
+
+def test_filters_and_chunks_are_bounded(tmp_path):
+    "A page filter beyond SQLite's integers is a clear LKTError (not an OverflowError); words a megabyte apart or a megabyte-long line make bounded chunks."
+    from local_knowledge_trainer.core import LKTError
+    from local_knowledge_trainer.parser import MAX_CHARS_PER_WORD
+    d = tmp_path / "docs"; d.mkdir()
+    (d / "gap.txt").write_text("alphaword " + " " * 2_000_000 + " omegaword\n")
+    (d / "line.txt").write_text(random.Random(3).randbytes(500_000).hex() + "\n")
+    kt = trainer(tmp_path / "kb")
+    try:
+        res = kt.ingest(str(d))
+        assert not res.errors, res.errors
+        longest = max(len(c.text) for c in kt.store.iter_chunks())
+        assert longest <= OPTS["chunk_size"] * MAX_CHARS_PER_WORD, longest
+        assert any(c.text == "alphaword" for c in kt.store.iter_chunks())
+        assert kt.query("alphaword omegaword", k=3, mode="hybrid").source_chunks
+        for page in ("1-999999999999999999999999", 10**30, [1, 2**63], 0):
+            with pytest.raises(LKTError, match="pages are whole numbers from 1 to"): kt.query("alphaword", where={"page": page})
+    finally: kt.close()
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--zygote"]: zygote_main()

@@ -1,8 +1,9 @@
 """`lkt serve` over real HTTP: uvicorn on a free loopback port serving a small base (evals/sample_corpus, hashing test
 embedder), the search page and the API docs driven in headless Chromium, and `run_server` as its own process.
 
-The endpoint-by-endpoint tests (validation, tokens, allowed roots, jobs, removals, redaction) are in nbs/23_serve.ipynb,
-on FastAPI's TestClient. Browser tests skip without Chromium, except in CI (CI set), as in tests/test_docs.py.
+The endpoint-by-endpoint tests (validation, tokens, allowed roots, jobs, removals, feedback, redaction, the write rule)
+are in nbs/23_serve.ipynb, on FastAPI's TestClient; here the write rule and the page's "found / not found" control are
+checked over a real socket too. Browser tests skip without Chromium, except in CI (CI set), as in tests/test_docs.py.
 """
 import io, json, os, signal, socket, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
 from pathlib import Path
@@ -30,13 +31,9 @@ def base(tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="module")
-def server(base):
-    "uvicorn serving create_app(base) on a free 127.0.0.1 port, in a thread; yields its URL."
+def _serve(app):
+    "uvicorn serving `app` on a free 127.0.0.1 port, in a thread: (url, stop)."
     import uvicorn
-    from local_knowledge_trainer.embeddings import HashingEmbedder
-    from local_knowledge_trainer.serve import create_app
-    app = create_app(base, embedding_model=HashingEmbedder(64), **OPTS)
     sock = socket.socket(); sock.bind(("127.0.0.1", 0))
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     th = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True); th.start()
@@ -44,13 +41,36 @@ def server(base):
     while not srv.started:
         assert th.is_alive() and time.time() - t0 < 60, "uvicorn did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    srv.should_exit = True; th.join(30); sock.close()
+    def stop(): srv.should_exit = True; th.join(30); sock.close()
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
 
 
-def _get(url, data=None, headers=None):
+@pytest.fixture(scope="module")
+def server(base):
+    "uvicorn serving create_app(base) (no token: read-only) on a free 127.0.0.1 port, in a thread; yields its URL."
+    from local_knowledge_trainer.embeddings import HashingEmbedder
+    from local_knowledge_trainer.serve import create_app
+    url, stop = _serve(create_app(base, embedding_model=HashingEmbedder(64), **OPTS))
+    yield url
+    stop()
+
+
+@pytest.fixture(scope="module")
+def writable_server(base, tmp_path_factory):
+    "uvicorn serving create_app(copy of base, writes=True): a server that accepts feedback without a token."
+    import shutil
+    from local_knowledge_trainer.embeddings import HashingEmbedder
+    from local_knowledge_trainer.serve import create_app
+    d = tmp_path_factory.mktemp("serve-w") / "kb"
+    shutil.copytree(base, d)
+    url, stop = _serve(create_app(d, writes=True, embedding_model=HashingEmbedder(64), **OPTS))
+    yield url, d
+    stop()
+
+
+def _get(url, data=None, headers=None, method=None):
     req = urllib.request.Request(url, data=json.dumps(data).encode() if data is not None else None,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+                                 headers={"Content-Type": "application/json", **(headers or {})}, method=method)
     try:
         with urllib.request.urlopen(req, timeout=60) as r: return r.status, dict(r.headers), json.loads(r.read())
     except urllib.error.HTTPError as e: return e.code, dict(e.headers), json.loads(e.read())
@@ -71,6 +91,23 @@ def test_endpoints_over_http(server):
     assert status == 200 and r["results"] and all(x["source"].endswith("reports/solar_report.pdf") and x["page"] == 3 for x in r["results"]), r
     status, _, e = _get(f"{server}/search", {"question": "x", "where": {"sorce": "*.pdf"}})
     assert status == 422 and "unknown key 'sorce'" in e["error"], e
+
+
+def test_read_only_without_token_over_http(server, base):
+    "No token, no writes=True: every route of the OpenAPI schema that is not a read is a 403 over a real socket, and nothing changed."
+    import re
+    status, _, schema = _get(f"{server}/openapi.json")
+    assert status == 200
+    reads = {"/search", "/answer"}
+    routes = [(m.upper(), re.sub(r"\{[^}]+\}", "x", p)) for p, ops in schema["paths"].items() for m in ops if m not in ("get", "head")]
+    assert {("POST", "/ingest"), ("DELETE", "/sources/x"), ("POST", "/feedback")} <= set(routes), routes
+    for m, p in routes:
+        if p in reads: continue
+        status, _, e = _get(f"{server}{p}", {"question": "x", "found": True, "path": "."}, method=m)
+        assert status == 403 and "read-only" in e["error"] and "--allow-writes" in e["fix"], (m, p, status, e)
+    status, _, h = _get(f"{server}/health")
+    assert h["read_only"] is True and h["writes"].startswith("disabled") and h["chunks"] == 41, h
+    assert not (base / "feedback.jsonl").exists()
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +154,7 @@ def test_search_page(browser, server):
     assert browser.eval("document.querySelector('#confidence').textContent").startswith("Confidence ")
     assert browser.eval("document.querySelector('#trace-box').hidden") is False
     assert '"channels"' in browser.eval("document.querySelector('#trace-json').textContent")
+    assert browser.eval("document.querySelector('#feedback').hidden") is True   # a read-only server: no feedback control
     browser.eval("document.querySelector('#results li.result .neighbours button').click()")
     assert browser.wait_for("document.querySelectorAll('#results li.result .neighbour').length") >= 2   # itself and a neighbour
     assert not browser.errors(), "errors in the browser:\n" + "\n".join(browser.errors())
@@ -128,6 +166,26 @@ def test_search_page(browser, server):
     browser.eval("document.querySelector('#k').value = '500'; document.querySelector('#answer-btn').click()")
     err = browser.wait_for("!document.querySelector('#error').hidden && document.querySelector('#error').textContent")
     assert "k: " in err and "Fix:" in err, err                      # the API's message and fix, shown to the user
+
+
+def test_feedback_control(browser, writable_server):
+    "On a server that accepts writes, each answer has a found / not found control that POSTs /feedback and says it was recorded."
+    url, kb = writable_server
+    browser.goto(f"{url}/", settle=0.5)
+    browser.wait_for("document.querySelector('#base-info').textContent.includes('41 chunks')")
+    browser.type_text("#question", "<img src=x onerror=alert(1)> fotossíntese")
+    browser.eval("document.querySelector('#search-btn').click()")
+    assert browser.wait_for("!document.querySelector('#feedback').hidden") is True
+    assert browser.eval("document.querySelectorAll('#results img').length") == 0                     # text, never markup
+    browser.eval("document.querySelector('#found-btn').click()")
+    status = browser.wait_for("document.querySelector('#feedback-status').textContent.startsWith('recorded') && "
+                              "document.querySelector('#feedback-status').textContent")
+    assert "1 labelled question" in status, status
+    assert browser.eval("document.querySelector('#found-btn').disabled") is True                    # once per answer
+    rows = [json.loads(line) for line in (kb / "feedback.jsonl").read_text().splitlines()]
+    assert [(r["question"], r["found"], r["k"]) for r in rows] == [("<img src=x onerror=alert(1)> fotossíntese", True, 5)], rows
+    assert not browser.errors(), "errors in the browser:\n" + "\n".join(browser.errors())
+    _not_blank(browser.screenshot(full_page=True), "feedback")
 
 
 def test_docs_page(browser, server):

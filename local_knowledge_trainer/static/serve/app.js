@@ -10,6 +10,8 @@
     return e;
   };
   const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(0) + " %");
+  let writable = false;   // GET /health: may this page send feedback (a write)?
+  let asked = null;       // {question, k, mode} of the results shown, for the "found / not found" feedback
 
   async function call(path, body) {
     const opts = body === undefined ? {} : {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)};
@@ -28,7 +30,7 @@
 
   function clear() {
     $("error").hidden = true; $("answer").hidden = true; $("confidence").hidden = true; $("trace-box").hidden = true;
-    $("results").replaceChildren();
+    $("results").replaceChildren(); $("feedback").hidden = true; $("feedback-status").textContent = "";
   }
 
   function location(r) {
@@ -102,6 +104,24 @@
     });
     if (data.trace) { $("trace-json").textContent = JSON.stringify(data.trace, null, 2); $("trace-box").hidden = false; }
     $("status").textContent = data.results.length ? `${data.results.length} result(s) for “${data.question}” (${data.mode})` : "no evidence found";
+    if (writable && data.results.length) {
+      for (const b of [$("found-btn"), $("not-found-btn")]) b.disabled = false;
+      $("feedback").hidden = false;
+    }
+  }
+
+  // "found / not found": a labelled question for the answer-confidence model (POST /feedback, a write)
+  async function sendFeedback(found) {
+    if (!asked) return;
+    for (const b of [$("found-btn"), $("not-found-btn")]) b.disabled = true;
+    $("feedback-status").textContent = "sending…";
+    try {
+      const r = await call("feedback", {question: asked.question, found, k: asked.k, mode: asked.mode});
+      $("feedback-status").textContent = `recorded (${r.total} labelled question(s)) · ${r.state}`;
+    } catch (err) {
+      $("feedback-status").textContent = ""; showError(err);
+      for (const b of [$("found-btn"), $("not-found-btn")]) b.disabled = false;
+    }
   }
 
   async function ask(withAnswer) {
@@ -110,15 +130,18 @@
     const body = {question, k: parseInt($("k").value, 10) || 5, mode: $("mode").value, trace: $("trace").checked};
     for (const b of [$("search-btn"), $("answer-btn")]) b.disabled = true;
     $("status").textContent = withAnswer ? "answering…" : "searching…";
-    try { render(await call(withAnswer ? "answer" : "search", body), withAnswer); }
+    try { render(await call(withAnswer ? "answer" : "search", body), withAnswer); asked = {question, k: body.k, mode: body.mode}; }
     catch (err) { clear(); $("status").textContent = ""; showError(err); }
     finally { for (const b of [$("search-btn"), $("answer-btn")]) b.disabled = false; }
   }
 
   $("ask").addEventListener("submit", (e) => { e.preventDefault(); ask(false); });
   $("answer-btn").addEventListener("click", () => ask(true));
+  $("found-btn").addEventListener("click", () => sendFeedback(true));
+  $("not-found-btn").addEventListener("click", () => sendFeedback(false));
   $("question").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); ask(false); } });
   call("health").then((h) => {
     $("base-info").textContent = `${h.documents} documents · ${h.chunks} chunks · ${h.embedding_model} · generation ${h.generation}`;
+    writable = h.read_only === false;
   }).catch((err) => { $("base-info").textContent = ""; showError(err); });
 })();
