@@ -640,13 +640,12 @@ def test_second_writer_waits_then_names_the_holder(lab, tmp_path):
         time.sleep(0.01)
     t = time.perf_counter()
     with pytest.raises(BaseBusyError) as e: WriterLock(lab.base, timeout=0.5).acquire()
-    waited = time.perf_counter() - t
-    assert 0.4 < waited < 5, waited
+    assert time.perf_counter() - t >= 0.4   # it waited its timeout (only a lower bound: a loaded machine is slower, never faster)
     assert f"PID {pid}" in str(e.value) and "held-by-test" in str(e.value), str(e.value)
     os.kill(pid, signal.SIGKILL); assert lab.zyg.wait(pid) == -signal.SIGKILL
-    t = time.perf_counter()
-    kt = trainer(lab.base); kt.ingest(lab.folders["a"])  # the next writer: the OS released the dead holder's lock
-    assert time.perf_counter() - t < 5 and not agreement(kt, lab.base)
+    with WriterLock(lab.base, timeout=0): pass   # free at once: taken on the first try, no waiting (the OS released the dead holder's lock)
+    kt = trainer(lab.base); kt.ingest(lab.folders["a"])  # the next writer
+    assert not agreement(kt, lab.base)
     kt.close()
     rec = json.loads((lab.base / "write.lock.json").read_text()) if (lab.base / "write.lock.json").exists() else {}
     assert rec.get("pid") in (None, os.getpid()), f"the dead holder's record was not overwritten: {rec}"
