@@ -696,7 +696,8 @@ def _warm(self:KnowledgeTrainer):
     try:
         confidence_model(self.kb)
         old = self._read_feedback()
-        rows = [self._label_row(r["question"], r.get("relevant"), r.get("found"), r.get("k", 5), r.get("mode", "hybrid")) for r in old]
+        rows = [{**self._label_row(r["question"], r.get("relevant"), r.get("found"), r.get("k", 5), r.get("mode", "hybrid")),
+                 "time": r.get("time")} for r in old]   # labelled again on the new state; when the user said it is kept
         if rows: self._write_feedback(rows)
         self._apply_feedback(rows)
     except Exception as e:
