@@ -25,7 +25,7 @@ from .llm import LLMError, LLMFunction
 from .text import CJK_CHAR, sentence_spans
 from .parser import DocumentParser
 from .store import EvidenceStore, clean_query, content_key, read_connection
-from .persist import BaseBusyError, Strict, WriterLock, canonical_source, lock_holder, read_checked
+from .persist import BaseBusyError, Strict, WriterLock, base_hazards, canonical_source, lock_holder, read_checked, remove_hazards
 from .embeddings import Embedder, EmbeddingCache, model_for_language
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers, verify_files
@@ -1199,7 +1199,7 @@ def _json_files(pd:Path)->list:
 def _repair(self:KnowledgeTrainer)->list:
     "Repair the base under the write lock; returns what was done."
     if self.persist_dir is not None and not self.persist_dir.exists(): return []   # nothing to repair, and nothing is created
-    if self.persist_dir is not None and verify_files(self.persist_dir):   # a damaged byte the sampled open check let through:
+    if self.persist_dir is not None and not base_hazards(self.persist_dir)["links"] and verify_files(self.persist_dir):   # a damaged byte the sampled open check let through (links are replaced under the lock instead: hashing one may read /dev/zero forever):
         self._verify_full, self._needs_load = True, True                   # reload checking every byte, so the damaged files are rebuilt
     try: return self._repair_locked()
     finally: self._verify_full = False
@@ -1208,6 +1208,14 @@ def _repair(self:KnowledgeTrainer)->list:
 def _repair_locked(self:KnowledgeTrainer)->list:
     "`_repair` under the write lock."
     with self._writing("lkt doctor --repair"):
+        if self.persist_dir is not None:   # links and leftover temporary files first: nothing read below may come from outside the base
+            links = set(base_hazards(self.persist_dir)["links"])
+            done, left = remove_hazards(self.persist_dir)
+            if left: raise LKTError(f"{self.persist_dir}: cannot repair: {', '.join(left)} lead outside the base folder and are not links LKT "
+                                    "can remove; move the base into a plain folder (`lkt ingest PATH --persist NEW_FOLDER`), or remove them by hand")
+            if done: self.actions.append("removed from the base folder: " + ", ".join(done))
+            if links & set(done):   # what was read through a link is not trusted: every vector is rebuilt
+                self._rebuild_pending = True; self._reconcile()
         ic = self.store.integrity_check()
         if not ic.get("ok") and ic.get("sqlite") == "ok" and not ic.get("foreign_key_violations") and not ic.get("dangling_links"):
             self.store.rebuild_fts(); self.actions.append("rebuilt the full-text index (it disagreed with the chunks)")
@@ -1246,7 +1254,8 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
             add("vector store", False, f"recorded with {recorded_model(pd)!r}; opened to re-embed with {self.embedder.name!r} at the first write",
                 f"`lkt ingest PATH{P} --model {self.embedder.name} --rebuild`")
         else: add("vector store", True, f"{getattr(self.vectors, 'kind', self.kb.vector_backend)}, {len(self._published)} vectors published, generation {self._generation}")
-        if not self.vector_error and (pd / "vector_store").exists():   # the open checks large files by samples; doctor reads every byte
+        hz = base_hazards(pd)
+        if not self.vector_error and (pd / "vector_store").exists() and not hz["links"]:   # the open checks large files by samples; doctor reads every byte (not through a link)
             bad = verify_files(pd)
             add("published files", not bad, "; ".join(bad) or "every byte matches the manifest's SHA-256",
                 f"`lkt doctor --repair{P}` rebuilds the damaged index from the evidence store and the embedding cache")
@@ -1276,6 +1285,11 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
             f"`lkt doctor --repair{P}` rewrites them")
         holder = lock_holder(pd)
         writing = bool(holder and holder.get("locked") and not holder.get("stale"))
+        add("links out of the base", not hz["links"], ", ".join(hz["links"]) + " (symbolic links, or leading outside the base folder)" if hz["links"]
+            else "none: every path is a plain file or folder inside the base",
+            f"`lkt doctor --repair{P}` removes the links (never what they point to) and rebuilds the vectors from the evidence store and the embedding cache")
+        add("leftover temporary files", not hz["temp"] or writing, (", ".join(hz["temp"]) or "none") + (" (a writer is writing now)" if hz["temp"] and writing else ""),
+            f"`lkt doctor --repair{P}` removes them")
         left = [p.name for p in leftovers(pd)]
         add("leftover folders", not left or writing, (", ".join(left) or "none") + (" (a writer is publishing now)" if left and writing else ""),
             f"`lkt doctor --repair{P}` restores or deletes them (so does the next `lkt ingest`)")

@@ -712,6 +712,11 @@ CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
                                   _sign(b / "vector_store")), "confidence.json"),
     "lock record garbage": (lambda b, t: (b / "write.lock.json").write_text("{not json"), "write.lock.json"),
     "full-text index random bytes": (lambda b, t: _fts_garbage(b), "evidence.sqlite"),
+    "vector_store linked outside": (lambda b, t: (shutil.move(b / "vector_store", t / "elsewhere"),
+                                    os.symlink(t / "elsewhere", b / "vector_store")), "vector_store"),
+    "index.faiss linked to /dev/zero": (lambda b, t: ((b / "vector_store/index.faiss").unlink(),
+                                        os.symlink("/dev/zero", b / "vector_store/index.faiss")), "index.faiss"),
+    "temporary file left": (lambda b, t: (b / ".manifest.json.tmp-424242").write_text('{"chunks": '), "manifest.json"),
     "sqlite junk": (lambda b, t: (b / "evidence.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(4096)), "evidence.sqlite"),
     "sqlite wal junk": (lambda b, t: (b / "evidence.sqlite-wal").write_bytes(bytes(range(256)) * 16), "evidence.sqlite"),
 }
