@@ -664,6 +664,28 @@ def rebuild_fts(self:EvidenceStore):
             self.conn.executemany("INSERT INTO chunks_fts_data(id, block) VALUES (?, ?)", _empty_fts_rows())
             self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
 
+# %% ../nbs/03_store.ipynb #186e975e
+def _own_objects()->frozenset:
+    "(type, name) of every object `_SCHEMA` creates, FTS5's shadow tables included."
+    m = sqlite3.connect(":memory:")
+    try: m.executescript(_SCHEMA); return frozenset(m.execute("SELECT type, name FROM sqlite_master"))
+    finally: m.close()
+
+@patch
+def foreign_objects(self:EvidenceStore)->list:
+    "The file's tables, indexes, triggers and views the store's schema does not create: [{'type', 'name'}] sorted."
+    own = _own_objects()
+    return [{"type": t, "name": n} for t, n in self._rows("SELECT type, name FROM main.sqlite_master ORDER BY type, name")
+            if (t, n) not in own and not n.startswith("sqlite_")]
+
+@patch
+def drop_foreign_objects(self:EvidenceStore)->list:
+    "Drop what `foreign_objects` lists (triggers and views first), in one transaction; returns what was dropped."
+    found = sorted(self.foreign_objects(), key=lambda o: ("trigger", "view", "index", "table").index(o["type"]))
+    with self.transaction():
+        for o in found: self.conn.execute(f'DROP {o["type"].upper()} IF EXISTS "{o["name"].replace(chr(34), chr(34) * 2)}"')
+    return found
+
 # %% ../nbs/03_store.ipynb #51daa9e6
 @patch
 def _fts_check(self:EvidenceStore)->bool:
@@ -694,8 +716,9 @@ def integrity_check(self:EvidenceStore)->dict:
         "OR (c.next_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chunks n WHERE n.id=c.next_id))")]
     fts_ok = self._fts_check()
     res = dict(sqlite=sq[0] if len(sq) == 1 else "; ".join(sq), chunks=n_chunks, fts_rows=n_fts, fts_index_ok=fts_ok,
-               foreign_key_violations=len(fk), dangling_links=dangling, documents=self.count_documents())
-    res["ok"] = sq == ["ok"] and n_fts == n_chunks and fts_ok is not False and not fk and not dangling
+               foreign_key_violations=len(fk), dangling_links=dangling, documents=self.count_documents(),
+               foreign_objects=self.foreign_objects())
+    res["ok"] = sq == ["ok"] and n_fts == n_chunks and fts_ok is not False and not fk and not dangling and not res["foreign_objects"]
     return res
 
 # %% ../nbs/03_store.ipynb #1d9ec0c9

@@ -1217,6 +1217,9 @@ def _repair_locked(self:KnowledgeTrainer)->list:
             if links & set(done):   # what was read through a link is not trusted: every vector is rebuilt
                 self._rebuild_pending = True; self._reconcile()
         ic = self.store.integrity_check()
+        if ic.get("foreign_objects"):   # a trigger or view LKT did not create runs inside every later write or read
+            gone = self.store.drop_foreign_objects(); ic = self.store.integrity_check()
+            self.actions.append("dropped what the store did not create: " + ", ".join(f"{o['type']} {o['name']!r}" for o in gone))
         if not ic.get("ok") and ic.get("sqlite") == "ok" and not ic.get("foreign_key_violations") and not ic.get("dangling_links"):
             self.store.rebuild_fts(); self.actions.append("rebuilt the full-text index (it disagreed with the chunks)")
         conf = (getattr(self.vectors, "extra", None) or {}).get("confidence")
@@ -1246,7 +1249,7 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
     ic = self.store.integrity_check()
     fts_only = ic.get("sqlite") == "ok" and not ic.get("foreign_key_violations") and not ic.get("dangling_links")
     add("evidence store", ic.get("ok", False), json.dumps(ic, default=str),
-        f"`lkt doctor --repair{P}` rebuilds the full-text index" if fts_only else
+        f"`lkt doctor --repair{P}` rebuilds the full-text index and drops schema objects the store did not create" if fts_only else
         f"the SQLite file is damaged: restore {self.store.path} from a backup, or build a new base with `lkt ingest PATH --persist NEW_FOLDER`")
     if pd is not None:
         if self.vector_error: add("vector store", False, self.vector_error, f"`lkt doctor --repair{P}` re-embeds every chunk and republishes")

@@ -683,6 +683,13 @@ def _fts_garbage(b:Path, seed:int=1):
     c.commit(); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()
 
 
+def _sql(b:Path, *statements):
+    "Run statements on the base's evidence store behind LKT's back."
+    c = sqlite3.connect(b / "evidence.sqlite")
+    for s in statements: c.execute(s)
+    c.commit(); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()
+
+
 OUTSIDE = "outside_the_base"
 CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
     "manifest truncated": (lambda b, t: (b / "manifest.json").write_text((b / "manifest.json").read_text()[:40]), "manifest.json"),
@@ -716,6 +723,8 @@ CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
                                     os.symlink(t / "elsewhere", b / "vector_store")), "vector_store"),
     "index.faiss linked to /dev/zero": (lambda b, t: ((b / "vector_store/index.faiss").unlink(),
                                         os.symlink("/dev/zero", b / "vector_store/index.faiss")), "index.faiss"),
+    "trigger and view added": (lambda b, t: _sql(b, "CREATE TRIGGER spy AFTER INSERT ON chunks BEGIN DELETE FROM documents; END",
+                               "CREATE VIEW peek AS SELECT text FROM chunks"), "evidence.sqlite"),
     "temporary file left": (lambda b, t: (b / ".manifest.json.tmp-424242").write_text('{"chunks": '), "manifest.json"),
     "sqlite junk": (lambda b, t: (b / "evidence.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(4096)), "evidence.sqlite"),
     "sqlite wal junk": (lambda b, t: (b / "evidence.sqlite-wal").write_bytes(bytes(range(256)) * 16), "evidence.sqlite"),
