@@ -9,7 +9,7 @@ __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LLM_FAILED_HEADER
            'fusion_summary', 'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
 
 # %% ../nbs/21_trainer.ipynb #5eb17f5b
-import contextlib, datetime, hashlib, importlib, inspect, json, numbers, os, re, sqlite3, sys, threading, time, warnings
+import contextlib, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings
 from pathlib import Path
 from types import MethodType
 from typing import Callable, Optional
@@ -270,6 +270,19 @@ def _checked_lexical(lex, store:EvidenceStore, rows:list=None):
     lex.content_hashes = np.array([want[i] for i in lex.ids], dtype=np.uint64)  # now the store's
     return lex
 
+def _fusion_problems(f)->list:
+    "What is out of range in a manifest's fusion record: weights finite in [0, 100], candidates a whole number in [1, 100000]."
+    if f is None: return []
+    if not isinstance(f, dict): return [f"fusion is a {type(f).__name__}, not an object"]
+    w, c, bad = f.get("weights"), f.get("candidates"), []
+    if w is not None and not isinstance(w, dict): bad.append("fusion.weights is not an object")
+    for k, v in (w.items() if isinstance(w, dict) else ()):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not 0 <= v <= 100:
+            bad.append(f"fusion.weights.{k} = {v!r} (needs a finite number in [0, 100])")
+    if c is not None and (isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 1 <= c <= 100_000):
+        bad.append(f"fusion.candidates = {c!r} (needs a whole number in [1, 100000])")
+    return bad
+
 @patch
 def _load(self:KnowledgeTrainer):
     "(Re)open the base as it is on disk: store, published vectors, BM25, fusion record; never writes."
@@ -300,6 +313,7 @@ def _load(self:KnowledgeTrainer):
     kb = KnowledgeBase(store, emb, vectors=vectors, lexical=lexical, vector_backend=self.vector_backend, vector_kw=self.vector_kw)
     if self.kb is not None: kb.configure(reranker=self.kb.reranker)
     self.fusion = recorded.get("fusion") if recorded.get("embedding_model") == emb.name and isinstance(recorded.get("fusion"), dict) else None
+    if _fusion_problems(self.fusion): self.fusion = None   # never applied: doctor reports it, the next write (or --repair) rewrites the manifest
     if self.fusion and self.fusion.get("weights"): kb.configure(weights=self.fusion["weights"], candidates=self.fusion.get("candidates"))
     kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
     published = set(kb.vectors.ids())
@@ -445,6 +459,8 @@ def _manifest_state(self:KnowledgeTrainer)->tuple:
     except LKTError as e: return False, str(e)
     n = self.store.count_chunks()
     if m is None: return (n == 0, f"{p}: missing" + (f", while the store holds {n} chunks" if n else " (nothing stored yet)"))
+    bad = _fusion_problems(m.fusion)
+    if bad: return False, f"{p}: out of range (not applied; the default fusion is used): " + "; ".join(bad)
     cur, g = self.manifest(), self._disk_generation()
     stale = [k for k in ("embedding_model", "chunks", "documents", "chunk_ids_sha256", "documents_sha256") if getattr(m, k) != cur[k]]
     if m.generation != g: stale.append(f"generation ({m.generation}, the vectors are at {g})")

@@ -725,6 +725,8 @@ CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
                                         os.symlink("/dev/zero", b / "vector_store/index.faiss")), "index.faiss"),
     "trigger and view added": (lambda b, t: _sql(b, "CREATE TRIGGER spy AFTER INSERT ON chunks BEGIN DELETE FROM documents; END",
                                "CREATE VIEW peek AS SELECT text FROM chunks"), "evidence.sqlite"),
+    **{f"fusion weight {v}": ((lambda v: lambda b, t: _edit_json(b / "manifest.json", lambda d: d.update(
+        fusion={"weights": {"dense": v, "bm25": 1.0}, "candidates": 50})))(v), "manifest.json") for v in (1e308, -1e308, float("nan"))},
     "temporary file left": (lambda b, t: (b / ".manifest.json.tmp-424242").write_text('{"chunks": '), "manifest.json"),
     "sqlite junk": (lambda b, t: (b / "evidence.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(4096)), "evidence.sqlite"),
     "sqlite wal junk": (lambda b, t: (b / "evidence.sqlite-wal").write_bytes(bytes(range(256)) * 16), "evidence.sqlite"),
