@@ -630,13 +630,20 @@ def cmd_where(args)->int:
     return EXIT_OK if found else EXIT_NO_BASE
 
 # %% ../nbs/24_cli.ipynb #f6c070bd
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+def _printable(s)->str:
+    "`s` with control characters (terminal escape sequences, carriage returns, bidi overrides) shown as `\\xNN`/`\\uNNNN` instead of acting."
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", str(s))
+
 def _doctor_text(d:dict)->str:
-    "The human text of a doctor report."
-    text = f"status: {d['status']}\n" + "\n".join(
-        f"  {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}" + (f"\n       fix: {c['fix']}" if c.get("fix") else "")
+    "The human text of a doctor report; stored strings (lock record, file names, messages) cannot drive the terminal."
+    P = _printable
+    text = f"status: {P(d['status'])}\n" + "\n".join(
+        f"  {'ok  ' if c['ok'] else 'FAIL'} {P(c['check'])}: {P(c['detail'])}" + (f"\n       fix: {P(c['fix'])}" if c.get("fix") else "")
         for c in d.get("checks", []))
     if d.get("repaired") is not None:
-        text += "\nrepaired: " + ("; ".join(str(r) for r in d["repaired"]) if d["repaired"] else "nothing needed repair")
+        text += "\nrepaired: " + ("; ".join(P(r) for r in d["repaired"]) if d["repaired"] else "nothing needed repair")
     return text
 
 def _problem(check:str, e:Exception)->dict:
@@ -656,7 +663,10 @@ def cmd_doctor(args)->int:
     else:
         _require_base(args)   # nothing to inspect, and nothing is created
         try: kt = _trainer(args)
-        except Exception as e: d = _problem("open base", e)
+        except Exception as e:
+            if args.repair:   # README: a repair that could not run exits 1
+                return _fail(args, f"cannot repair {args.persist}: the base does not open ({_problem('open base', e)['checks'][0]['detail']})")
+            d = _problem("open base", e)
         else:
             try:
                 if args.repair: d = kt.doctor(repair=True)   # a repair that cannot run (busy base, …) is an error: exit 1

@@ -7,7 +7,7 @@ __all__ = ['FORMAT_VERSION', 'WHERE_KEYS', 'MAX_PAGE', 'MAX_WHERE_VALUES', 'MAX_
            'read_connection', 'EvidenceStore', 'StoreFullError', 'content_key', 'check_where', 'where_matches']
 
 # %% ../nbs/03_store.ipynb #a9798bc7
-import hashlib, json, numbers, os, re, sqlite3, threading, time, uuid
+import hashlib, json, numbers, os, re, sqlite3, tempfile, threading, time, uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
@@ -645,15 +645,68 @@ def search_text(self:EvidenceStore, query:str, # raw user text (never interprete
     except sqlite3.Error as e:
         raise LKTError(f"{self.path}: the text search failed for a query of {len(query)} characters ({e}); shorten or simplify it.") from e
 
+def _empty_fts_rows()->list:
+    "The `_data` rows of an empty FTS5 index (averages and structure records), as this SQLite writes them."
+    m = sqlite3.connect(":memory:")
+    try:
+        m.execute("CREATE VIRTUAL TABLE f USING fts5(text, content='c', content_rowid='rid', tokenize='trigram')")
+        return m.execute("SELECT id, block FROM f_data").fetchall()
+    finally: m.close()
+
 @patch
 def rebuild_fts(self:EvidenceStore):
-    "Rebuild the full-text index from the chunks table."
-    with self.transaction(): self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+    "Rebuild the full-text index from the chunks table; an index FTS5 cannot even open is emptied first, then rebuilt."
+    try:
+        with self.transaction(): self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+    except sqlite3.DatabaseError:   # e.g. "vtable constructor failed": damaged structure record in chunks_fts_data
+        with self.transaction():
+            for t in ("data", "idx", "docsize"): self.conn.execute(f"DELETE FROM chunks_fts_{t}")
+            self.conn.executemany("INSERT INTO chunks_fts_data(id, block) VALUES (?, ?)", _empty_fts_rows())
+            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+
+# %% ../nbs/03_store.ipynb #186e975e
+def _own_objects()->frozenset:
+    "(type, name) of every object `_SCHEMA` creates, FTS5's shadow tables included."
+    m = sqlite3.connect(":memory:")
+    try: m.executescript(_SCHEMA); return frozenset(m.execute("SELECT type, name FROM sqlite_master"))
+    finally: m.close()
+
+@patch
+def foreign_objects(self:EvidenceStore)->list:
+    "The file's tables, indexes, triggers and views the store's schema does not create: [{'type', 'name'}] sorted."
+    own = _own_objects()
+    return [{"type": t, "name": n} for t, n in self._rows("SELECT type, name FROM main.sqlite_master ORDER BY type, name")
+            if (t, n) not in own and not n.startswith("sqlite_")]
+
+@patch
+def drop_foreign_objects(self:EvidenceStore)->list:
+    "Drop what `foreign_objects` lists (triggers and views first), in one transaction; returns what was dropped."
+    found = sorted(self.foreign_objects(), key=lambda o: ("trigger", "view", "index", "table").index(o["type"]))
+    with self.transaction():
+        for o in found: self.conn.execute(f'DROP {o["type"].upper()} IF EXISTS "{o["name"].replace(chr(34), chr(34) * 2)}"')
+    return found
 
 # %% ../nbs/03_store.ipynb #51daa9e6
 @patch
+def _fts_check(self:EvidenceStore)->bool:
+    "FTS5's own `integrity-check`: a write command, so a read-only store runs it on a private temporary copy of the file."
+    sql = "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)"
+    try:
+        if not self.readonly:
+            with self._lock: self.conn.execute(sql)
+            return True
+        with tempfile.TemporaryDirectory(prefix="lkt-fts-check-") as td:
+            cp = sqlite3.connect(Path(td) / "copy.sqlite")
+            try:
+                with self._lock: self.conn.backup(cp)
+                cp.execute(sql)
+            finally: cp.close()
+        return True
+    except sqlite3.DatabaseError: return False
+
+@patch
 def integrity_check(self:EvidenceStore)->dict:
-    "SQLite integrity check, FTS index vs chunks row count (and FTS5's own check unless read-only), foreign-key violations, dangling links."
+    "SQLite integrity check, FTS index vs chunks row count and FTS5's own check (on a copy when read-only), foreign-key violations, dangling links."
     sq = [r[0] for r in self._rows("PRAGMA integrity_check")]
     n_chunks = self.count_chunks()
     n_fts = self._rows("SELECT count(*) FROM chunks_fts_docsize")[0][0]
@@ -661,15 +714,11 @@ def integrity_check(self:EvidenceStore)->dict:
     dangling = [r[0] for r in self._rows(
         "SELECT c.id FROM chunks c WHERE (c.prev_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chunks p WHERE p.id=c.prev_id)) "
         "OR (c.next_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chunks n WHERE n.id=c.next_id))")]
-    fts_ok = None   # FTS5's integrity-check is a write command: not available to a read-only store
-    if not self.readonly:
-        try:
-            with self._lock: self.conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
-            fts_ok = True
-        except sqlite3.DatabaseError: fts_ok = False
+    fts_ok = self._fts_check()
     res = dict(sqlite=sq[0] if len(sq) == 1 else "; ".join(sq), chunks=n_chunks, fts_rows=n_fts, fts_index_ok=fts_ok,
-               foreign_key_violations=len(fk), dangling_links=dangling, documents=self.count_documents())
-    res["ok"] = sq == ["ok"] and n_fts == n_chunks and fts_ok is not False and not fk and not dangling
+               foreign_key_violations=len(fk), dangling_links=dangling, documents=self.count_documents(),
+               foreign_objects=self.foreign_objects())
+    res["ok"] = sq == ["ok"] and n_fts == n_chunks and fts_ok is not False and not fk and not dangling and not res["foreign_objects"]
     return res
 
 # %% ../nbs/03_store.ipynb #1d9ec0c9

@@ -9,7 +9,7 @@ __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LLM_FAILED_HEADER
            'fusion_summary', 'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
 
 # %% ../nbs/21_trainer.ipynb #5eb17f5b
-import contextlib, datetime, hashlib, importlib, inspect, json, numbers, os, re, sqlite3, sys, threading, time, warnings
+import contextlib, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings
 from pathlib import Path
 from types import MethodType
 from typing import Callable, Optional
@@ -25,7 +25,7 @@ from .llm import LLMError, LLMFunction
 from .text import CJK_CHAR, sentence_spans
 from .parser import DocumentParser
 from .store import EvidenceStore, clean_query, content_key, read_connection
-from .persist import BaseBusyError, Strict, WriterLock, canonical_source, lock_holder, read_checked
+from .persist import BaseBusyError, Strict, WriterLock, base_hazards, canonical_source, lock_holder, read_checked, remove_hazards
 from .embeddings import Embedder, EmbeddingCache, model_for_language
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers, verify_files
@@ -270,6 +270,19 @@ def _checked_lexical(lex, store:EvidenceStore, rows:list=None):
     lex.content_hashes = np.array([want[i] for i in lex.ids], dtype=np.uint64)  # now the store's
     return lex
 
+def _fusion_problems(f)->list:
+    "What is out of range in a manifest's fusion record: weights finite in [0, 100], candidates a whole number in [1, 100000]."
+    if f is None: return []
+    if not isinstance(f, dict): return [f"fusion is a {type(f).__name__}, not an object"]
+    w, c, bad = f.get("weights"), f.get("candidates"), []
+    if w is not None and not isinstance(w, dict): bad.append("fusion.weights is not an object")
+    for k, v in (w.items() if isinstance(w, dict) else ()):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not 0 <= v <= 100:
+            bad.append(f"fusion.weights.{k} = {v!r} (needs a finite number in [0, 100])")
+    if c is not None and (isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 1 <= c <= 100_000):
+        bad.append(f"fusion.candidates = {c!r} (needs a whole number in [1, 100000])")
+    return bad
+
 @patch
 def _load(self:KnowledgeTrainer):
     "(Re)open the base as it is on disk: store, published vectors, BM25, fusion record; never writes."
@@ -300,6 +313,7 @@ def _load(self:KnowledgeTrainer):
     kb = KnowledgeBase(store, emb, vectors=vectors, lexical=lexical, vector_backend=self.vector_backend, vector_kw=self.vector_kw)
     if self.kb is not None: kb.configure(reranker=self.kb.reranker)
     self.fusion = recorded.get("fusion") if recorded.get("embedding_model") == emb.name and isinstance(recorded.get("fusion"), dict) else None
+    if _fusion_problems(self.fusion): self.fusion = None   # never applied: doctor reports it, the next write (or --repair) rewrites the manifest
     if self.fusion and self.fusion.get("weights"): kb.configure(weights=self.fusion["weights"], candidates=self.fusion.get("candidates"))
     kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight, hybrid=self.graph_in_hybrid)
     published = set(kb.vectors.ids())
@@ -445,6 +459,8 @@ def _manifest_state(self:KnowledgeTrainer)->tuple:
     except LKTError as e: return False, str(e)
     n = self.store.count_chunks()
     if m is None: return (n == 0, f"{p}: missing" + (f", while the store holds {n} chunks" if n else " (nothing stored yet)"))
+    bad = _fusion_problems(m.fusion)
+    if bad: return False, f"{p}: out of range (not applied; the default fusion is used): " + "; ".join(bad)
     cur, g = self.manifest(), self._disk_generation()
     stale = [k for k in ("embedding_model", "chunks", "documents", "chunk_ids_sha256", "documents_sha256") if getattr(m, k) != cur[k]]
     if m.generation != g: stale.append(f"generation ({m.generation}, the vectors are at {g})")
@@ -1200,7 +1216,7 @@ def _json_files(pd:Path)->list:
 def _repair(self:KnowledgeTrainer)->list:
     "Repair the base under the write lock; returns what was done."
     if self.persist_dir is not None and not self.persist_dir.exists(): return []   # nothing to repair, and nothing is created
-    if self.persist_dir is not None and verify_files(self.persist_dir):   # a damaged byte the sampled open check let through:
+    if self.persist_dir is not None and not base_hazards(self.persist_dir)["links"] and verify_files(self.persist_dir):   # a damaged byte the sampled open check let through (links are replaced under the lock instead: hashing one may read /dev/zero forever):
         self._verify_full, self._needs_load = True, True                   # reload checking every byte, so the damaged files are rebuilt
     try: return self._repair_locked()
     finally: self._verify_full = False
@@ -1209,7 +1225,18 @@ def _repair(self:KnowledgeTrainer)->list:
 def _repair_locked(self:KnowledgeTrainer)->list:
     "`_repair` under the write lock."
     with self._writing("lkt doctor --repair"):
+        if self.persist_dir is not None:   # links and leftover temporary files first: nothing read below may come from outside the base
+            links = set(base_hazards(self.persist_dir)["links"])
+            done, left = remove_hazards(self.persist_dir)
+            if left: raise LKTError(f"{self.persist_dir}: cannot repair: {', '.join(left)} lead outside the base folder and are not links LKT "
+                                    "can remove; move the base into a plain folder (`lkt ingest PATH --persist NEW_FOLDER`), or remove them by hand")
+            if done: self.actions.append("removed from the base folder: " + ", ".join(done))
+            if links & set(done):   # what was read through a link is not trusted: every vector is rebuilt
+                self._rebuild_pending = True; self._reconcile()
         ic = self.store.integrity_check()
+        if ic.get("foreign_objects"):   # a trigger or view LKT did not create runs inside every later write or read
+            gone = self.store.drop_foreign_objects(); ic = self.store.integrity_check()
+            self.actions.append("dropped what the store did not create: " + ", ".join(f"{o['type']} {o['name']!r}" for o in gone))
         if not ic.get("ok") and ic.get("sqlite") == "ok" and not ic.get("foreign_key_violations") and not ic.get("dangling_links"):
             self.store.rebuild_fts(); self.actions.append("rebuilt the full-text index (it disagreed with the chunks)")
         conf = (getattr(self.vectors, "extra", None) or {}).get("confidence")
@@ -1239,7 +1266,7 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
     ic = self.store.integrity_check()
     fts_only = ic.get("sqlite") == "ok" and not ic.get("foreign_key_violations") and not ic.get("dangling_links")
     add("evidence store", ic.get("ok", False), json.dumps(ic, default=str),
-        f"`lkt doctor --repair{P}` rebuilds the full-text index" if fts_only else
+        f"`lkt doctor --repair{P}` rebuilds the full-text index and drops schema objects the store did not create" if fts_only else
         f"the SQLite file is damaged: restore {self.store.path} from a backup, or build a new base with `lkt ingest PATH --persist NEW_FOLDER`")
     if pd is not None:
         if self.vector_error: add("vector store", False, self.vector_error, f"`lkt doctor --repair{P}` re-embeds every chunk and republishes")
@@ -1247,7 +1274,8 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
             add("vector store", False, f"recorded with {recorded_model(pd)!r}; opened to re-embed with {self.embedder.name!r} at the first write",
                 f"`lkt ingest PATH{P} --model {self.embedder.name} --rebuild`")
         else: add("vector store", True, f"{getattr(self.vectors, 'kind', self.kb.vector_backend)}, {len(self._published)} vectors published, generation {self._generation}")
-        if not self.vector_error and (pd / "vector_store").exists():   # the open checks large files by samples; doctor reads every byte
+        hz = base_hazards(pd)
+        if not self.vector_error and (pd / "vector_store").exists() and not hz["links"]:   # the open checks large files by samples; doctor reads every byte (not through a link)
             bad = verify_files(pd)
             add("published files", not bad, "; ".join(bad) or "every byte matches the manifest's SHA-256",
                 f"`lkt doctor --repair{P}` rebuilds the damaged index from the evidence store and the embedding cache")
@@ -1277,6 +1305,11 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
             f"`lkt doctor --repair{P}` rewrites them")
         holder = lock_holder(pd)
         writing = bool(holder and holder.get("locked") and not holder.get("stale"))
+        add("links out of the base", not hz["links"], ", ".join(hz["links"]) + " (symbolic links, or leading outside the base folder)" if hz["links"]
+            else "none: every path is a plain file or folder inside the base",
+            f"`lkt doctor --repair{P}` removes the links (never what they point to) and rebuilds the vectors from the evidence store and the embedding cache")
+        add("leftover temporary files", not hz["temp"] or writing, (", ".join(hz["temp"]) or "none") + (" (a writer is writing now)" if hz["temp"] and writing else ""),
+            f"`lkt doctor --repair{P}` removes them")
         left = [p.name for p in leftovers(pd)]
         add("leftover folders", not left or writing, (", ".join(left) or "none") + (" (a writer is publishing now)" if left and writing else ""),
             f"`lkt doctor --repair{P}` restores or deletes them (so does the next `lkt ingest`)")

@@ -674,6 +674,21 @@ def _flip(path:Path, seed:int):
     path.write_bytes(bytes(b))
 
 
+def _fts_garbage(b:Path, seed:int=1):
+    "Random bytes over every block of the full-text index (FTS5 `chunks_fts_data`), the structure record included."
+    rng, c = random.Random(seed), sqlite3.connect(b / "evidence.sqlite")
+    for i, n in c.execute("SELECT id, length(block) FROM chunks_fts_data").fetchall():
+        if n and n > 20: c.execute("UPDATE chunks_fts_data SET block=? WHERE id=?", (bytes(rng.randrange(256) for _ in range(n)), i))
+    c.commit(); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()
+
+
+def _sql(b:Path, *statements):
+    "Run statements on the base's evidence store behind LKT's back."
+    c = sqlite3.connect(b / "evidence.sqlite")
+    for s in statements: c.execute(s)
+    c.commit(); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()
+
+
 OUTSIDE = "outside_the_base"
 CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
     "manifest truncated": (lambda b, t: (b / "manifest.json").write_text((b / "manifest.json").read_text()[:40]), "manifest.json"),
@@ -702,6 +717,16 @@ CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
     "confidence models garbage": (lambda b, t: ((b / "vector_store/confidence.json").write_text('{"format": "lkt-confidence/1", "models": [{"k": 1}]}'),
                                   _sign(b / "vector_store")), "confidence.json"),
     "lock record garbage": (lambda b, t: (b / "write.lock.json").write_text("{not json"), "write.lock.json"),
+    "full-text index random bytes": (lambda b, t: _fts_garbage(b), "evidence.sqlite"),
+    "vector_store linked outside": (lambda b, t: (shutil.move(b / "vector_store", t / "elsewhere"),
+                                    os.symlink(t / "elsewhere", b / "vector_store")), "vector_store"),
+    "index.faiss linked to /dev/zero": (lambda b, t: ((b / "vector_store/index.faiss").unlink(),
+                                        os.symlink("/dev/zero", b / "vector_store/index.faiss")), "index.faiss"),
+    "trigger and view added": (lambda b, t: _sql(b, "CREATE TRIGGER spy AFTER INSERT ON chunks BEGIN DELETE FROM documents; END",
+                               "CREATE VIEW peek AS SELECT text FROM chunks"), "evidence.sqlite"),
+    **{f"fusion weight {v}": ((lambda v: lambda b, t: _edit_json(b / "manifest.json", lambda d: d.update(
+        fusion={"weights": {"dense": v, "bm25": 1.0}, "candidates": 50})))(v), "manifest.json") for v in (1e308, -1e308, float("nan"))},
+    "temporary file left": (lambda b, t: (b / ".manifest.json.tmp-424242").write_text('{"chunks": '), "manifest.json"),
     "sqlite junk": (lambda b, t: (b / "evidence.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(4096)), "evidence.sqlite"),
     "sqlite wal junk": (lambda b, t: (b / "evidence.sqlite-wal").write_bytes(bytes(range(256)) * 16), "evidence.sqlite"),
 }
