@@ -12,7 +12,7 @@ __all__ = ['OFF_TOPIC', 'OFF_TOPIC_QUANTILE', 'FEATURES', 'CHANNEL_SETS', 'RANK_
            'method_text', 'answer_confidence', 'label_rows', 'add_labels', 'set_labels', 'recalibrate',
            'measure_confidence', 'calibration_report', 'reliability_table', 'confidence_summary', 'plot_reliability']
 
-# %% ../nbs/19_confidence.ipynb #10029f5e
+# %% ../nbs/19_confidence.ipynb #e62a749f
 import json, math, time, weakref
 from dataclasses import dataclass, field, replace
 
@@ -30,7 +30,7 @@ from .index import KnowledgeBase
 from .gate import labelled_cases
 from .probes import draw_probes, content_seed
 
-# %% ../nbs/19_confidence.ipynb #089f049d
+# %% ../nbs/19_confidence.ipynb #254b9631
 OFF_TOPIC = (  # everyday questions a collection about a subject does not answer: the reference for "unrelated to the base"
     "Who won the football world cup in 1998?", "What is the recipe for a chocolate cake?", "How do I get a stain out of a carpet?",
     "What time does the museum open on Sundays?", "Which actor played the lead in the film Titanic?", "How tall is Mount Everest?",
@@ -47,7 +47,7 @@ OFF_TOPIC = (  # everyday questions a collection about a subject does not answer
 )
 OFF_TOPIC_QUANTILE = 0.9  # at or below this quantile of the off-topic questions' scores, a question is unrelated to the base
 
-# %% ../nbs/19_confidence.ipynb #36c6fb46
+# %% ../nbs/19_confidence.ipynb #79a496bb
 FEATURES = {"dense": ("cos_top1",),  # top-1 cosine
             "sparse": ("bm25_top1_norm",)}  # top-1 BM25 over the query's attainable maximum
 CHANNEL_SETS = (("dense", "sparse"), ("dense",), ("sparse",))  # every set of channels a question can be ranked by
@@ -84,7 +84,7 @@ def feature_names(channels:tuple, # from `answer_channels`
     "The features of a channel set: each channel's top score, plus the dense/BM25 top-5 overlap when both ranked."
     return [f for c in channels for f in FEATURES[c]] + (["overlap5"] if len(channels) == 2 else [])
 
-# %% ../nbs/19_confidence.ipynb #dce9532e
+# %% ../nbs/19_confidence.ipynb #9a1dca41
 def _score_features(kb, channels, sd, sb, ids, k, cands)->tuple:  # sb: (BM25 scores, attainable maximum) or None
     "(features, fused top-k ids) of one query from its dense cosines `sd` and BM25 scores `sb` over a variant's `ids`."
     f, rk = [], {}
@@ -144,7 +144,7 @@ def query_features(kb, # a `KnowledgeBase`
         F.append(f); tops.append(top)
     return np.asarray(F, float).reshape(len(F), len(names)), tops
 
-# %% ../nbs/19_confidence.ipynb #bae25e39
+# %% ../nbs/19_confidence.ipynb #83e2dfc1
 def base_channel_sets(kb, # a `KnowledgeBase`
                      )->tuple:
     "The channel sets a question to this base can be ranked by: all three with vectors, BM25 alone without."
@@ -191,7 +191,7 @@ def probe_features(kb, # a `KnowledgeBase`
             out[s][0].append(f); out[s][1].append(0 if absent else _first_rank(top_a, top_b, c, is_answer))
     return {s: (np.asarray(F, float).reshape(len(F), len(feature_names(s))), np.asarray(r, int)) for s, (F, r) in out.items()}
 
-# %% ../nbs/19_confidence.ipynb #97afef67
+# %% ../nbs/19_confidence.ipynb #4ec91ba8
 def isotonic_fit(score, # scores, any order
                  y, # 0/1 outcomes
                  w=None, # weights (None: 1)
@@ -216,7 +216,7 @@ def isotonic_predict(fit:tuple, # from `isotonic_fit`
     if not len(u): return np.full(np.shape(score), np.nan)
     return np.interp(np.asarray(score, float), u, p)
 
-# %% ../nbs/19_confidence.ipynb #f4d7b10a
+# %% ../nbs/19_confidence.ipynb #8553b77d
 ABSTAIN_BELOW = 0.2  # once calibrated on labelled questions, abstain below this confidence
 ABSENT_SHARE = 0.5  # share of questions assumed to have no answer in the base, when the level comes from probes
 N_PROBES = 200  # probes asked with their document present (one per document while documents last)
@@ -258,7 +258,7 @@ class ConfidenceModel:
         return (f"ConfidenceModel({'+'.join(self.channels)}, score={self.score}, {self.n_probes} probes, {len(self.absent)} null, "
                 f"{len(self.labelled)} labelled)")
 
-# %% ../nbs/19_confidence.ipynb #2058a730
+# %% ../nbs/19_confidence.ipynb #97872d08
 def _auroc(score, y)->float:
     "AUROC = P(score of a positive > score of a negative), ties ½ (Mann–Whitney U / n1 n0)."
     score, y = np.asarray(score, float), np.asarray(y, int)
@@ -303,7 +303,7 @@ def fit_confidence_models(kb, # a `KnowledgeBase`
     if len(null) < n_null: null = draw_probes(pool, n_null, per_doc=None, seed=seed)
     probes = null[:n_probes]
     P1, P0 = probe_features(kb, probes, sets), probe_features(kb, null, sets, absent=True)
-    fold = np.array([content_seed(p.source, p.query) % 2 for p in probes])
+    fold = np.array([content_seed(p.query) % 2 for p in probes])   # by the sentence itself: never by a file name
     out = {}
     for s in sets:
         names = feature_names(s)
@@ -318,7 +318,7 @@ def fit_confidence_models(kb, # a `KnowledgeBase`
 
 POOL_MAX = 20_000  # chunks the probes are drawn from: all of a smaller base, else the first POOL_MAX ids (a content-determined sample)
 
-# %% ../nbs/19_confidence.ipynb #de0d9531
+# %% ../nbs/19_confidence.ipynb #c5d00fc9
 def _label_hits(m:ConfidenceModel, k:int)->tuple:
     "(scores, hit@k) of the labelled questions whose hit@k is known from their rank bounds."
     lo, hi = m.labelled_lo, m.labelled_hi
@@ -398,7 +398,7 @@ def state_text(c:dict, # from `calibration`
             "calibrate it") if n else ""
     return f"estimated from {c['n']} probes of this base (not checked against your questions{more})"
 
-# %% ../nbs/19_confidence.ipynb #f0d5a10b
+# %% ../nbs/19_confidence.ipynb #092668ba
 def predict(m:ConfidenceModel, # a `ConfidenceModel`
             F:np.ndarray, # feature rows (`query_features`)
             k:int=5, # hit@k cut-off
@@ -414,7 +414,7 @@ def predict(m:ConfidenceModel, # a `ConfidenceModel`
     return {"confidence": conf, "ci_lower": ci[:, 0], "ci_upper": ci[:, 1], "p_value": p, "unrelated": unrelated,
             "abstained": abstained, "score": s, "state": c["state"], "state_text": state_text(c)}
 
-# %% ../nbs/19_confidence.ipynb #0e5673db
+# %% ../nbs/19_confidence.ipynb #826a2aa3
 _MODELS = weakref.WeakKeyDictionary()  # kb -> {channels: ConfidenceModel}: reused while the base changed little
 
 def _key(channels)->tuple: return tuple(sorted(channels))
@@ -445,7 +445,7 @@ def fitted_models(kb, # a `KnowledgeBase`
     "The confidence models fitted (or adopted) for the base's current state."
     return list(kb.snapshot().memo("confidence_models", dict).values())
 
-# %% ../nbs/19_confidence.ipynb #fef54273
+# %% ../nbs/19_confidence.ipynb #c64fbaa3
 _ARRAYS = ("mean", "scale", "coef", "present", "present_rank", "absent", "off_topic", "labelled", "labelled_lo", "labelled_hi")
 FORMAT = "lkt-confidence/2"
 
@@ -485,7 +485,7 @@ def adopt_models(kb, # a `KnowledgeBase`
     ids = frozenset(ids)
     for m in models: m.ids = ids; _MODELS.setdefault(kb, {})[_key(m.channels)] = m
 
-# %% ../nbs/19_confidence.ipynb #af9654df
+# %% ../nbs/19_confidence.ipynb #8f1d9a80
 def z_global_score(kb, # a `KnowledgeBase`
                    question:str, # the question
                    k:int=5, # top-k of the statistic
@@ -502,7 +502,7 @@ def z_global_score(kb, # a `KnowledgeBase`
             "base_mean": float(s.mean()), "base_sd": float(sd), "n": len(s), "k": k,
             "cohens_d": float(cohens_d(top, s)) if k >= 2 and len(s) >= 2 else None}
 
-# %% ../nbs/19_confidence.ipynb #0c95bcc5
+# %% ../nbs/19_confidence.ipynb #39ca469a
 CONFIDENCE_METHODS = ("probe_isotonic",)  # z_global lives on as `z_global_score` ("z_global_uncalibrated"), not as a confidence
 DEFAULT_CONFIDENCE_METHOD = "probe_isotonic"
 NAN_REASONS = {"ci": "no CI: no interval tried covered the hit rate of held-out questions at its level (bench/confidence.py)",
@@ -559,7 +559,7 @@ def answer_confidence(kb, # a `KnowledgeBase`
         "off_topic_cut": float(np.quantile(m.off_topic, OFF_TOPIC_QUANTILE)) if len(m.off_topic) else None})
     return resp
 
-# %% ../nbs/19_confidence.ipynb #fe365c3a
+# %% ../nbs/19_confidence.ipynb #8417f74d
 def _labelled(queries)->list:
     "Labelled queries as (id, query, relevance keys) (`gate.labelled_cases`)."
     return [(c["id"], c["query"], list(c["relevant"])) for c in labelled_cases(queries)]
@@ -648,7 +648,7 @@ def measure_confidence(kb, # a `KnowledgeBase`
             rows.append(row)
     return pd.DataFrame(rows)
 
-# %% ../nbs/19_confidence.ipynb #b1069e37
+# %% ../nbs/19_confidence.ipynb #ba7bf2a9
 def calibration_report(kb, # a `KnowledgeBase`
                        k:int=5, # hit@k cut-off
                       )->dict:
@@ -666,7 +666,7 @@ def calibration_report(kb, # a `KnowledgeBase`
         out["+".join(s)] = row
     return out
 
-# %% ../nbs/19_confidence.ipynb #52afb012
+# %% ../nbs/19_confidence.ipynb #b19d2eaf
 def reliability_table(conf, # predicted probabilities
                       hit, # observed 0/1
                       bins:int=10, # equal-width bins on [0, 1]
