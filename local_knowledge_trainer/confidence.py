@@ -4,15 +4,16 @@
 
 # %% auto #0
 __all__ = ['OFF_TOPIC', 'OFF_TOPIC_QUANTILE', 'FEATURES', 'CHANNEL_SETS', 'RANK_DEPTH', 'FEATURES_FROM_INDEXES', 'ABSTAIN_BELOW',
-           'ABSENT_SHARE', 'N_PROBES', 'N_NULL', 'MIN_LABELLED', 'REFIT_FRACTION', 'POOL_MAX', 'ISOTONIC_MIN', 'FORMAT',
-           'CONFIDENCE_METHODS', 'DEFAULT_CONFIDENCE_METHOD', 'NAN_REASONS', 'answer_channels', 'feature_names',
-           'query_features', 'base_channel_sets', 'probe_features', 'isotonic_fit', 'isotonic_predict',
-           'ConfidenceModel', 'fit_confidence_models', 'calibration', 'state_text', 'predict', 'confidence_model',
-           'fitted_models', 'models_json', 'models_from_json', 'adopt_models', 'z_global_score', 'abstention_notice',
-           'method_text', 'answer_confidence', 'label_rows', 'add_labels', 'set_labels', 'recalibrate',
-           'measure_confidence', 'calibration_report', 'reliability_table', 'confidence_summary', 'plot_reliability']
+           'ABSENT_SHARE', 'N_PROBES', 'N_NULL', 'MIN_LABELLED', 'REFIT_FRACTION', 'BEAT_RESAMPLES', 'POOL_MAX',
+           'ISOTONIC_MIN', 'TIE_BREAK', 'FORMAT', 'CONFIDENCE_METHODS', 'DEFAULT_CONFIDENCE_METHOD', 'NAN_REASONS',
+           'answer_channels', 'feature_names', 'query_features', 'base_channel_sets', 'probe_features', 'isotonic_fit',
+           'isotonic_predict', 'ConfidenceModel', 'fit_confidence_models', 'calibration', 'state_text', 'predict',
+           'confidence_model', 'fitted_models', 'models_json', 'models_from_json', 'adopt_models', 'z_global_score',
+           'abstention_notice', 'method_text', 'answer_confidence', 'label_rows', 'add_labels', 'set_labels',
+           'recalibrate', 'measure_confidence', 'calibration_report', 'reliability_table', 'confidence_summary',
+           'plot_reliability']
 
-# %% ../nbs/19_confidence.ipynb #e62a749f
+# %% ../nbs/19_confidence.ipynb #6b748b0a
 import json, math, time, weakref
 from dataclasses import dataclass, field, replace
 
@@ -30,7 +31,7 @@ from .index import KnowledgeBase
 from .gate import labelled_cases
 from .probes import draw_probes, content_seed
 
-# %% ../nbs/19_confidence.ipynb #254b9631
+# %% ../nbs/19_confidence.ipynb #181f6aa7
 OFF_TOPIC = (  # everyday questions a collection about a subject does not answer: the reference for "unrelated to the base"
     "Who won the football world cup in 1998?", "What is the recipe for a chocolate cake?", "How do I get a stain out of a carpet?",
     "What time does the museum open on Sundays?", "Which actor played the lead in the film Titanic?", "How tall is Mount Everest?",
@@ -47,7 +48,7 @@ OFF_TOPIC = (  # everyday questions a collection about a subject does not answer
 )
 OFF_TOPIC_QUANTILE = 0.9  # at or below this quantile of the off-topic questions' scores, a question is unrelated to the base
 
-# %% ../nbs/19_confidence.ipynb #79a496bb
+# %% ../nbs/19_confidence.ipynb #bfb83fa2
 FEATURES = {"dense": ("cos_top1",),  # top-1 cosine
             "sparse": ("bm25_top1_norm",)}  # top-1 BM25 over the query's attainable maximum
 CHANNEL_SETS = (("dense", "sparse"), ("dense",), ("sparse",))  # every set of channels a question can be ranked by
@@ -84,7 +85,7 @@ def feature_names(channels:tuple, # from `answer_channels`
     "The features of a channel set: each channel's top score, plus the dense/BM25 top-5 overlap when both ranked."
     return [f for c in channels for f in FEATURES[c]] + (["overlap5"] if len(channels) == 2 else [])
 
-# %% ../nbs/19_confidence.ipynb #9a1dca41
+# %% ../nbs/19_confidence.ipynb #7f8a9c23
 def _score_features(kb, channels, sd, sb, ids, k, cands)->tuple:  # sb: (BM25 scores, attainable maximum) or None
     "(features, fused top-k ids) of one query from its dense cosines `sd` and BM25 scores `sb` over a variant's `ids`."
     f, rk = [], {}
@@ -144,7 +145,7 @@ def query_features(kb, # a `KnowledgeBase`
         F.append(f); tops.append(top)
     return np.asarray(F, float).reshape(len(F), len(names)), tops
 
-# %% ../nbs/19_confidence.ipynb #83e2dfc1
+# %% ../nbs/19_confidence.ipynb #9e676801
 def base_channel_sets(kb, # a `KnowledgeBase`
                      )->tuple:
     "The channel sets a question to this base can be ranked by: all three with vectors, BM25 alone without."
@@ -191,7 +192,7 @@ def probe_features(kb, # a `KnowledgeBase`
             out[s][0].append(f); out[s][1].append(0 if absent else _first_rank(top_a, top_b, c, is_answer))
     return {s: (np.asarray(F, float).reshape(len(F), len(feature_names(s))), np.asarray(r, int)) for s, (F, r) in out.items()}
 
-# %% ../nbs/19_confidence.ipynb #4ec91ba8
+# %% ../nbs/19_confidence.ipynb #eb41c051
 def isotonic_fit(score, # scores, any order
                  y, # 0/1 outcomes
                  w=None, # weights (None: 1)
@@ -216,7 +217,7 @@ def isotonic_predict(fit:tuple, # from `isotonic_fit`
     if not len(u): return np.full(np.shape(score), np.nan)
     return np.interp(np.asarray(score, float), u, p)
 
-# %% ../nbs/19_confidence.ipynb #8553b77d
+# %% ../nbs/19_confidence.ipynb #cd87ef96
 ABSTAIN_BELOW = 0.2  # once calibrated on labelled questions, abstain below this confidence
 ABSENT_SHARE = 0.5  # share of questions assumed to have no answer in the base, when the level comes from probes
 N_PROBES = 200  # probes asked with their document present (one per document while documents last)
@@ -258,7 +259,7 @@ class ConfidenceModel:
         return (f"ConfidenceModel({'+'.join(self.channels)}, score={self.score}, {self.n_probes} probes, {len(self.absent)} null, "
                 f"{len(self.labelled)} labelled)")
 
-# %% ../nbs/19_confidence.ipynb #97872d08
+# %% ../nbs/19_confidence.ipynb #754cfe59
 def _auroc(score, y)->float:
     "AUROC = P(score of a positive > score of a negative), ties ½ (Mann–Whitney U / n1 n0)."
     score, y = np.asarray(score, float), np.asarray(y, int)
@@ -273,8 +274,10 @@ def _logistic(X:np.ndarray, y:np.ndarray)->np.ndarray:
     m = LogisticRegression(C=1.0, max_iter=1000).fit(X, y)
     return np.concatenate([m.intercept_, m.coef_[0]])
 
+BEAT_RESAMPLES = 500  # paired bootstrap of the probes: the logistic is used only when its AUROC gain over the raw feature has a 5 % quantile > 0
+
 def _choose_score(names:list, F1:np.ndarray, F0:np.ndarray, fold:np.ndarray)->tuple:
-    "(score, mean, scale, coef, AUROCs): the probe-fitted logistic when its out-of-fold AUROC beats the first raw feature's."
+    "(score, mean, scale, coef, AUROCs): the probe-fitted logistic only when its out-of-fold AUROC beats the raw feature's, shown by resampling."
     X, y = np.vstack([F1, F0]), np.r_[np.ones(len(F1)), np.zeros(len(F0))]
     mean, scale = (X.mean(0), X.std(0)) if len(X) else (np.zeros(len(names)), np.ones(len(names)))
     scale = np.where(scale > 0, scale, 1.0)
@@ -286,7 +289,13 @@ def _choose_score(names:list, F1:np.ndarray, F0:np.ndarray, fold:np.ndarray)->tu
         tr, te = f2 != f, f2 == f
         if te.any() and len(set(y[tr])) == 2: oof[te] = np.hstack([np.ones((te.sum(), 1)), Z[te]]) @ _logistic(Z[tr], y[tr])
     auc["logistic"] = _auroc(oof, y)
-    if not auc["logistic"] > auc[raw]: return raw, mean, scale, np.zeros(len(names) + 1), auc
+    n = len(F1); rng = np.random.default_rng(content_seed(oof.tobytes().hex()))   # probes resampled with both their rows
+    diff = []
+    for _ in range(BEAT_RESAMPLES):
+        j = rng.integers(n, size=n); j = np.r_[j, j + n]
+        diff.append(_auroc(oof[j], y[j]) - _auroc(X[j, 0], y[j]))
+    auc["logistic_minus_raw_q05"] = float(np.quantile(diff, 0.05))
+    if not auc["logistic_minus_raw_q05"] > 0: return raw, mean, scale, np.zeros(len(names) + 1), auc   # not shown to beat it
     return "logistic", mean, scale, _logistic(Z, y), auc
 
 def fit_confidence_models(kb, # a `KnowledgeBase`
@@ -318,7 +327,7 @@ def fit_confidence_models(kb, # a `KnowledgeBase`
 
 POOL_MAX = 20_000  # chunks the probes are drawn from: all of a smaller base, else the first POOL_MAX ids (a content-determined sample)
 
-# %% ../nbs/19_confidence.ipynb #c5d00fc9
+# %% ../nbs/19_confidence.ipynb #ed23b812
 def _label_hits(m:ConfidenceModel, k:int)->tuple:
     "(scores, hit@k) of the labelled questions whose hit@k is known from their rank bounds."
     lo, hi = m.labelled_lo, m.labelled_hi
@@ -385,9 +394,12 @@ def calibration(m:ConfidenceModel, # a `ConfidenceModel`
     m._cal[k] = c
     return c
 
+TIE_BREAK = 1e-9  # a share of the probability given to σ(score): strictly increasing, so no two scores tie (far below any printed digit)
+
 def _calibrated(c:dict, s)->np.ndarray:
-    "P(hit@k) at scores `s` under calibration `c`."
-    return _label_predict(c["label_fit"], s) if c["state"] == "labelled" else isotonic_predict(c["fit"], s)
+    "P(hit@k) at scores `s` under calibration `c`, ties broken by the score."
+    p = _label_predict(c["label_fit"], s) if c["state"] == "labelled" else isotonic_predict(c["fit"], s)
+    return (1 - TIE_BREAK) * p + TIE_BREAK / (1 + np.exp(-np.asarray(s, float)))
 
 def state_text(c:dict, # from `calibration`
               )->str:
@@ -398,7 +410,7 @@ def state_text(c:dict, # from `calibration`
             "calibrate it") if n else ""
     return f"estimated from {c['n']} probes of this base (not checked against your questions{more})"
 
-# %% ../nbs/19_confidence.ipynb #092668ba
+# %% ../nbs/19_confidence.ipynb #d34f91de
 def predict(m:ConfidenceModel, # a `ConfidenceModel`
             F:np.ndarray, # feature rows (`query_features`)
             k:int=5, # hit@k cut-off
@@ -414,7 +426,7 @@ def predict(m:ConfidenceModel, # a `ConfidenceModel`
     return {"confidence": conf, "ci_lower": ci[:, 0], "ci_upper": ci[:, 1], "p_value": p, "unrelated": unrelated,
             "abstained": abstained, "score": s, "state": c["state"], "state_text": state_text(c)}
 
-# %% ../nbs/19_confidence.ipynb #826a2aa3
+# %% ../nbs/19_confidence.ipynb #55efb0fc
 _MODELS = weakref.WeakKeyDictionary()  # kb -> {channels: ConfidenceModel}: reused while the base changed little
 
 def _key(channels)->tuple: return tuple(sorted(channels))
@@ -445,7 +457,7 @@ def fitted_models(kb, # a `KnowledgeBase`
     "The confidence models fitted (or adopted) for the base's current state."
     return list(kb.snapshot().memo("confidence_models", dict).values())
 
-# %% ../nbs/19_confidence.ipynb #c64fbaa3
+# %% ../nbs/19_confidence.ipynb #8e4a16bd
 _ARRAYS = ("mean", "scale", "coef", "present", "present_rank", "absent", "off_topic", "labelled", "labelled_lo", "labelled_hi")
 FORMAT = "lkt-confidence/2"
 
@@ -485,7 +497,7 @@ def adopt_models(kb, # a `KnowledgeBase`
     ids = frozenset(ids)
     for m in models: m.ids = ids; _MODELS.setdefault(kb, {})[_key(m.channels)] = m
 
-# %% ../nbs/19_confidence.ipynb #8f1d9a80
+# %% ../nbs/19_confidence.ipynb #5aee29dc
 def z_global_score(kb, # a `KnowledgeBase`
                    question:str, # the question
                    k:int=5, # top-k of the statistic
@@ -502,7 +514,7 @@ def z_global_score(kb, # a `KnowledgeBase`
             "base_mean": float(s.mean()), "base_sd": float(sd), "n": len(s), "k": k,
             "cohens_d": float(cohens_d(top, s)) if k >= 2 and len(s) >= 2 else None}
 
-# %% ../nbs/19_confidence.ipynb #39ca469a
+# %% ../nbs/19_confidence.ipynb #1d6f2089
 CONFIDENCE_METHODS = ("probe_isotonic",)  # z_global lives on as `z_global_score` ("z_global_uncalibrated"), not as a confidence
 DEFAULT_CONFIDENCE_METHOD = "probe_isotonic"
 NAN_REASONS = {"ci": "no CI: no interval tried covered the hit rate of held-out questions at its level (bench/confidence.py)",
@@ -559,7 +571,7 @@ def answer_confidence(kb, # a `KnowledgeBase`
         "off_topic_cut": float(np.quantile(m.off_topic, OFF_TOPIC_QUANTILE)) if len(m.off_topic) else None})
     return resp
 
-# %% ../nbs/19_confidence.ipynb #8417f74d
+# %% ../nbs/19_confidence.ipynb #7e7c003d
 def _labelled(queries)->list:
     "Labelled queries as (id, query, relevance keys) (`gate.labelled_cases`)."
     return [(c["id"], c["query"], list(c["relevant"])) for c in labelled_cases(queries)]
@@ -648,7 +660,7 @@ def measure_confidence(kb, # a `KnowledgeBase`
             rows.append(row)
     return pd.DataFrame(rows)
 
-# %% ../nbs/19_confidence.ipynb #ba7bf2a9
+# %% ../nbs/19_confidence.ipynb #e59c40ce
 def calibration_report(kb, # a `KnowledgeBase`
                        k:int=5, # hit@k cut-off
                       )->dict:
@@ -666,7 +678,7 @@ def calibration_report(kb, # a `KnowledgeBase`
         out["+".join(s)] = row
     return out
 
-# %% ../nbs/19_confidence.ipynb #b19d2eaf
+# %% ../nbs/19_confidence.ipynb #b39574b0
 def reliability_table(conf, # predicted probabilities
                       hit, # observed 0/1
                       bins:int=10, # equal-width bins on [0, 1]
