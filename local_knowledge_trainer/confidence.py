@@ -13,7 +13,7 @@ __all__ = ['OFF_TOPIC', 'OFF_TOPIC_QUANTILE', 'FEATURES', 'CHANNEL_SETS', 'RANK_
            'recalibrate', 'measure_confidence', 'calibration_report', 'reliability_table', 'confidence_summary',
            'plot_reliability']
 
-# %% ../nbs/19_confidence.ipynb #6b748b0a
+# %% ../nbs/19_confidence.ipynb #1b4641e9
 import json, math, time, weakref
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +31,7 @@ from .index import KnowledgeBase
 from .gate import labelled_cases
 from .probes import draw_probes, content_seed
 
-# %% ../nbs/19_confidence.ipynb #181f6aa7
+# %% ../nbs/19_confidence.ipynb #3dac33d9
 OFF_TOPIC = (  # everyday questions a collection about a subject does not answer: the reference for "unrelated to the base"
     "Who won the football world cup in 1998?", "What is the recipe for a chocolate cake?", "How do I get a stain out of a carpet?",
     "What time does the museum open on Sundays?", "Which actor played the lead in the film Titanic?", "How tall is Mount Everest?",
@@ -48,7 +48,7 @@ OFF_TOPIC = (  # everyday questions a collection about a subject does not answer
 )
 OFF_TOPIC_QUANTILE = 0.9  # at or below this quantile of the off-topic questions' scores, a question is unrelated to the base
 
-# %% ../nbs/19_confidence.ipynb #bfb83fa2
+# %% ../nbs/19_confidence.ipynb #31468cf7
 FEATURES = {"dense": ("cos_top1",),  # top-1 cosine
             "sparse": ("bm25_top1_norm",)}  # top-1 BM25 over the query's attainable maximum
 CHANNEL_SETS = (("dense", "sparse"), ("dense",), ("sparse",))  # every set of channels a question can be ranked by
@@ -85,7 +85,7 @@ def feature_names(channels:tuple, # from `answer_channels`
     "The features of a channel set: each channel's top score, plus the dense/BM25 top-5 overlap when both ranked."
     return [f for c in channels for f in FEATURES[c]] + (["overlap5"] if len(channels) == 2 else [])
 
-# %% ../nbs/19_confidence.ipynb #7f8a9c23
+# %% ../nbs/19_confidence.ipynb #b76f75b7
 def _score_features(kb, channels, sd, sb, ids, k, cands)->tuple:  # sb: (BM25 scores, attainable maximum) or None
     "(features, fused top-k ids) of one query from its dense cosines `sd` and BM25 scores `sb` over a variant's `ids`."
     f, rk = [], {}
@@ -145,7 +145,7 @@ def query_features(kb, # a `KnowledgeBase`
         F.append(f); tops.append(top)
     return np.asarray(F, float).reshape(len(F), len(names)), tops
 
-# %% ../nbs/19_confidence.ipynb #9e676801
+# %% ../nbs/19_confidence.ipynb #13e591a6
 def base_channel_sets(kb, # a `KnowledgeBase`
                      )->tuple:
     "The channel sets a question to this base can be ranked by: all three with vectors, BM25 alone without."
@@ -192,7 +192,7 @@ def probe_features(kb, # a `KnowledgeBase`
             out[s][0].append(f); out[s][1].append(0 if absent else _first_rank(top_a, top_b, c, is_answer))
     return {s: (np.asarray(F, float).reshape(len(F), len(feature_names(s))), np.asarray(r, int)) for s, (F, r) in out.items()}
 
-# %% ../nbs/19_confidence.ipynb #eb41c051
+# %% ../nbs/19_confidence.ipynb #7b1c564c
 def isotonic_fit(score, # scores, any order
                  y, # 0/1 outcomes
                  w=None, # weights (None: 1)
@@ -217,7 +217,7 @@ def isotonic_predict(fit:tuple, # from `isotonic_fit`
     if not len(u): return np.full(np.shape(score), np.nan)
     return np.interp(np.asarray(score, float), u, p)
 
-# %% ../nbs/19_confidence.ipynb #cd87ef96
+# %% ../nbs/19_confidence.ipynb #6d37b0a5
 ABSTAIN_BELOW = 0.2  # once calibrated on labelled questions, abstain below this confidence
 ABSENT_SHARE = 0.5  # share of questions assumed to have no answer in the base, when the level comes from probes
 N_PROBES = 200  # probes asked with their document present (one per document while documents last)
@@ -259,7 +259,7 @@ class ConfidenceModel:
         return (f"ConfidenceModel({'+'.join(self.channels)}, score={self.score}, {self.n_probes} probes, {len(self.absent)} null, "
                 f"{len(self.labelled)} labelled)")
 
-# %% ../nbs/19_confidence.ipynb #754cfe59
+# %% ../nbs/19_confidence.ipynb #49dfcc14
 def _auroc(score, y)->float:
     "AUROC = P(score of a positive > score of a negative), ties ½ (Mann–Whitney U / n1 n0)."
     score, y = np.asarray(score, float), np.asarray(y, int)
@@ -327,7 +327,7 @@ def fit_confidence_models(kb, # a `KnowledgeBase`
 
 POOL_MAX = 20_000  # chunks the probes are drawn from: all of a smaller base, else the first POOL_MAX ids (a content-determined sample)
 
-# %% ../nbs/19_confidence.ipynb #ed23b812
+# %% ../nbs/19_confidence.ipynb #0faa9cd5
 def _label_hits(m:ConfidenceModel, k:int)->tuple:
     "(scores, hit@k) of the labelled questions whose hit@k is known from their rank bounds."
     lo, hi = m.labelled_lo, m.labelled_hi
@@ -338,10 +338,8 @@ def _labels_usable(y:np.ndarray)->bool: return len(y) >= MIN_LABELLED and min(y.
 
 def _ece(conf, hit, bins:int=10)->float:
     "Expected calibration error: bin-weighted |mean confidence − hit rate| over equal-width bins."
-    conf, hit = np.asarray(conf, float), np.asarray(hit, float)
-    if not len(conf): return float("nan")
-    idx = np.minimum((conf * bins).astype(int), bins - 1)
-    return float(sum(abs(conf[idx == b].mean() - hit[idx == b].mean()) * (idx == b).sum() for b in np.unique(idx)) / len(conf))
+    t = reliability_table(conf, hit, bins)   # the reliability diagram's bins: one binning rule
+    return float((t.n * (t.mean_confidence - t.hit_rate).abs()).sum() / t.n.sum()) if len(t) else float("nan")
 
 ISOTONIC_MIN = 200  # labelled questions before their calibration is isotonic; below, Platt's two parameters (isotonic overfits few labels)
 
@@ -410,7 +408,7 @@ def state_text(c:dict, # from `calibration`
             "calibrate it") if n else ""
     return f"estimated from {c['n']} probes of this base (not checked against your questions{more})"
 
-# %% ../nbs/19_confidence.ipynb #d34f91de
+# %% ../nbs/19_confidence.ipynb #e20703ae
 def predict(m:ConfidenceModel, # a `ConfidenceModel`
             F:np.ndarray, # feature rows (`query_features`)
             k:int=5, # hit@k cut-off
@@ -426,7 +424,7 @@ def predict(m:ConfidenceModel, # a `ConfidenceModel`
     return {"confidence": conf, "ci_lower": ci[:, 0], "ci_upper": ci[:, 1], "p_value": p, "unrelated": unrelated,
             "abstained": abstained, "score": s, "state": c["state"], "state_text": state_text(c)}
 
-# %% ../nbs/19_confidence.ipynb #55efb0fc
+# %% ../nbs/19_confidence.ipynb #fde6fbea
 _MODELS = weakref.WeakKeyDictionary()  # kb -> {channels: ConfidenceModel}: reused while the base changed little
 
 def _key(channels)->tuple: return tuple(sorted(channels))
@@ -457,7 +455,7 @@ def fitted_models(kb, # a `KnowledgeBase`
     "The confidence models fitted (or adopted) for the base's current state."
     return list(kb.snapshot().memo("confidence_models", dict).values())
 
-# %% ../nbs/19_confidence.ipynb #8e4a16bd
+# %% ../nbs/19_confidence.ipynb #59367fed
 _ARRAYS = ("mean", "scale", "coef", "present", "present_rank", "absent", "off_topic", "labelled", "labelled_lo", "labelled_hi")
 FORMAT = "lkt-confidence/2"
 
@@ -497,7 +495,7 @@ def adopt_models(kb, # a `KnowledgeBase`
     ids = frozenset(ids)
     for m in models: m.ids = ids; _MODELS.setdefault(kb, {})[_key(m.channels)] = m
 
-# %% ../nbs/19_confidence.ipynb #5aee29dc
+# %% ../nbs/19_confidence.ipynb #b0725f6c
 def z_global_score(kb, # a `KnowledgeBase`
                    question:str, # the question
                    k:int=5, # top-k of the statistic
@@ -514,7 +512,7 @@ def z_global_score(kb, # a `KnowledgeBase`
             "base_mean": float(s.mean()), "base_sd": float(sd), "n": len(s), "k": k,
             "cohens_d": float(cohens_d(top, s)) if k >= 2 and len(s) >= 2 else None}
 
-# %% ../nbs/19_confidence.ipynb #1d6f2089
+# %% ../nbs/19_confidence.ipynb #2bfafc6b
 CONFIDENCE_METHODS = ("probe_isotonic",)  # z_global lives on as `z_global_score` ("z_global_uncalibrated"), not as a confidence
 DEFAULT_CONFIDENCE_METHOD = "probe_isotonic"
 NAN_REASONS = {"ci": "no CI: no interval tried covered the hit rate of held-out questions at its level (bench/confidence.py)",
@@ -571,7 +569,7 @@ def answer_confidence(kb, # a `KnowledgeBase`
         "off_topic_cut": float(np.quantile(m.off_topic, OFF_TOPIC_QUANTILE)) if len(m.off_topic) else None})
     return resp
 
-# %% ../nbs/19_confidence.ipynb #7e7c003d
+# %% ../nbs/19_confidence.ipynb #d789bbf9
 def _labelled(queries)->list:
     "Labelled queries as (id, query, relevance keys) (`gate.labelled_cases`)."
     return [(c["id"], c["query"], list(c["relevant"])) for c in labelled_cases(queries)]
@@ -660,7 +658,7 @@ def measure_confidence(kb, # a `KnowledgeBase`
             rows.append(row)
     return pd.DataFrame(rows)
 
-# %% ../nbs/19_confidence.ipynb #e59c40ce
+# %% ../nbs/19_confidence.ipynb #2a2256f5
 def calibration_report(kb, # a `KnowledgeBase`
                        k:int=5, # hit@k cut-off
                       )->dict:
@@ -678,7 +676,7 @@ def calibration_report(kb, # a `KnowledgeBase`
         out["+".join(s)] = row
     return out
 
-# %% ../nbs/19_confidence.ipynb #b39574b0
+# %% ../nbs/19_confidence.ipynb #0b6f653b
 def reliability_table(conf, # predicted probabilities
                       hit, # observed 0/1
                       bins:int=10, # equal-width bins on [0, 1]
