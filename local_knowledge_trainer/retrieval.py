@@ -36,7 +36,9 @@ def rrf_fuse(rankings:dict, # channel name -> [(id, score), ...] best first
             fused[id] = fused.get(id, 0.0) + w / (rrf_k + rank)
             info.setdefault(id, {})[ch] = {"rank": rank, "score": float(score)}
     best = {id: min(v["rank"] for v in chs.values()) for id, chs in info.items()}
-    order = sorted(fused, key=lambda id: (-fused[id], best[id], id))
+    inf = float("inf")
+    ranks = {id: tuple(chs[ch]["rank"] if ch in chs else inf for ch in rankings) for id, chs in info.items()}
+    order = sorted(fused, key=lambda id: (-fused[id], best[id], ranks[id], id))
     if top_k is not None: order = order[:top_k]
     return [(id, fused[id], info[id]) for id in order]
 
