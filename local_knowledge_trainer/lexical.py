@@ -7,7 +7,7 @@ __all__ = ['STOPWORDS', 'fold_accents', 'tokenize', 'own_words', 'query_language
            'make_tokenizer', 'okapi_idf', 'okapi_tf', 'term_matrix', 'BM25Index', 'top_positions', 'explain']
 
 # %% ../nbs/06_lexical.ipynb #302c9fb5
-import functools, itertools, json, math, os, re, unicodedata, zlib
+import functools, io, itertools, json, math, os, re, unicodedata, zlib
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import bm25s, bm25s.stopwords as _bsw
 from fastcore.basics import patch
 
-from .core import LKTError
+from .core import JSON_MAX, LIST_MAX, LKTError, check_regular, load_npy, open_regular, read_regular
 from .text import CJK_CLASS, detect_language
 
 # %% ../nbs/06_lexical.ipynb #19b324b5
@@ -473,7 +473,7 @@ _FILES = ("bm25_ids.json", "bm25_vocab.json") + tuple(f"bm25_{a}.npy" for a in _
 def _crc_file(f:Path)->int:
     "CRC-32 of a file, read in 16 MiB blocks."
     c = 0
-    with open(f, "rb") as fh:
+    with open_regular(f) as fh:
         for b in iter(lambda: fh.read(1 << 24), b""): c = zlib.crc32(b, c)
     return c
 
@@ -509,8 +509,8 @@ def save(self:BM25Index, path, # directory to write (created if missing)
 # %% ../nbs/06_lexical.ipynb #d6b6d4fd
 def _read_checked(f:Path, spec:dict)->bytes:
     "A file's bytes after checking its size and CRC-32 against the meta file."
-    if not f.exists(): raise LKTError(f"{f}: missing (named in bm25.json)")
-    data = f.read_bytes()
+    try: data = read_regular(f, LIST_MAX, "a BM25 id or term list")   # a FIFO or device is refused, never read
+    except FileNotFoundError: raise LKTError(f"{f}: missing (named in bm25.json)") from None
     if len(data) != spec.get("bytes"): raise LKTError(f"{f}: {len(data)} bytes, bm25.json says {spec.get('bytes')} (truncated or partly written)")
     if "crc32" in spec and zlib.crc32(data) != spec["crc32"]: raise LKTError(f"{f}: CRC-32 mismatch (corrupted)")
     return data
@@ -526,10 +526,11 @@ def _unsorted_rows(ip:np.ndarray, cols:np.ndarray, block:int=1 << 24)->bool:
     return False
 
 def _sized(f:Path, spec:dict)->Path:
-    "`f` after checking it exists with the size the meta file names."
-    if not f.exists(): raise LKTError(f"{f}: missing (named in bm25.json)")
-    if f.stat().st_size != spec.get("bytes"):
-        raise LKTError(f"{f}: {f.stat().st_size} bytes, bm25.json says {spec.get('bytes')} (truncated or partly written)")
+    "`f` after checking it is a regular file with the size the meta file names."
+    try: st = check_regular(f)
+    except FileNotFoundError: raise LKTError(f"{f}: missing (named in bm25.json)") from None
+    if st.st_size != spec.get("bytes"):
+        raise LKTError(f"{f}: {st.st_size} bytes, bm25.json says {spec.get('bytes')} (truncated or partly written)")
     return f
 
 def _arrays(path:Path, meta:dict, verify:bool)->dict:
@@ -538,13 +539,15 @@ def _arrays(path:Path, meta:dict, verify:bool)->dict:
     if meta["format"] == "lkt-bm25/2":
         f = _sized(path/"bm25_counts.npz", files["bm25_counts.npz"])
         try:
-            with np.load(f, allow_pickle=False) as z: return {k: z[k] for k in _ARRAYS}
+            with open_regular(f, files["bm25_counts.npz"]["bytes"]) as fh, np.load(fh, allow_pickle=False) as z: return {k: z[k] for k in _ARRAYS}
+        except LKTError: raise
         except Exception as e: raise LKTError(f"{f}: unreadable ({type(e).__name__}: {e})") from e
     a = {}
     for k in _ARRAYS:
         f = _sized(path/f"bm25_{k}.npy", files[f"bm25_{k}.npy"])
         if verify and _crc_file(f) != files[f.name].get("crc32"): raise LKTError(f"{f}: CRC-32 mismatch (corrupted)")
-        try: a[k] = np.load(f, mmap_mode="c", allow_pickle=False)   # pages are read when a query touches them
+        try: a[k] = load_npy(f, files[f.name]["bytes"], "a BM25 array", mmap_mode="c")   # pages are read when a query touches them
+        except LKTError: raise
         except Exception as e: raise LKTError(f"{f}: unreadable ({type(e).__name__}: {e})") from e
         if a[k].ndim != 1: raise LKTError(f"{f}: inconsistent index ({k} is not one-dimensional)")
     return a
@@ -579,7 +582,7 @@ def _load_v1(path:Path)->tuple:
     "ids and token lists of a format-1 directory (`docs.jsonl`)."
     if not (path/"docs.jsonl").exists(): raise LKTError(f"{path}: not a BM25 index directory (docs.jsonl expected for format 1)")
     ids, toks = [], []
-    with open(path/"docs.jsonl", encoding="utf-8") as f:
+    with io.TextIOWrapper(open_regular(path/"docs.jsonl"), encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             try: d = json.loads(line); ids.append(d["id"]); toks.append(d["tokens"])
             except (json.JSONDecodeError, KeyError, TypeError) as e: raise LKTError(f"{path/'docs.jsonl'} line {n}: invalid record ({e})") from e
@@ -593,7 +596,7 @@ def load(cls:BM25Index, path, # directory written by `save` (format 3; formats 2
     "Load an index written by `save` without re-tokenising; `.key` is the `key` given to `save`."
     path = Path(path)
     if not (path/"bm25.json").exists(): raise LKTError(f"{path}: not a BM25 index directory (bm25.json expected)")
-    try: meta = json.loads((path/"bm25.json").read_text(encoding="utf-8"))
+    try: meta = json.loads(read_regular(path/"bm25.json", JSON_MAX, "a BM25 meta file").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e: raise LKTError(f"{path/'bm25.json'}: invalid JSON ({e})") from e
     if not isinstance(meta, dict) or meta.get("format") not in ("lkt-bm25/1", "lkt-bm25/2", "lkt-bm25/3"):
         raise LKTError(f"{path/'bm25.json'}: unknown format {meta.get('format') if isinstance(meta, dict) else meta!r}")

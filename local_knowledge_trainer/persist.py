@@ -7,14 +7,14 @@ __all__ = ['LOCK_FILE', 'HOLDER_FILE', 'BaseBusyError', 'WriterLock', 'lock_hold
            'base_hazards', 'remove_hazards', 'Strict', 'check_data', 'read_checked']
 
 # %% ../nbs/03a_persist.ipynb #25600f66
-import json, logging, os, re, socket, threading, time
+import json, logging, os, re, socket, stat, threading, time
 from pathlib import Path
 from typing import Optional
 
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .core import LKTError, atomic_write_text
+from .core import JSON_MAX, REGULAR_FIX, LKTError, atomic_write_text, read_json, read_regular
 
 _log = logging.getLogger("local_knowledge_trainer")
 
@@ -51,9 +51,8 @@ def _started_after(pid:int, t:float)->bool:
     except (OSError, ValueError, IndexError, StopIteration, AttributeError): return False
 
 def _read_record(d:Path)->Optional[dict]:
-    try: r = json.loads((d / HOLDER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError): return None
-    return r if isinstance(r, dict) else None
+    "The holder record, None when it is missing or not a JSON object (a FIFO or device in its place is not read: `read_json`)."
+    return read_json(d / HOLDER_FILE) or None
 
 def _judge(rec:Optional[dict])->Optional[dict]:
     "The holder record with `alive` (True/False, None on another host) and `stale` (its writer no longer runs)."
@@ -171,7 +170,7 @@ def _probe_locked(d:Path)->Optional[bool]:
     if not p.exists(): return False
     try: import fcntl
     except ImportError: return None
-    try: fd = os.open(p, os.O_RDONLY)
+    try: fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a FIFO in its place does not block (flock works on it)
     except OSError: return None
     try:
         try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -218,8 +217,8 @@ _TEMP = re.compile(r"\..+\.tmp-\d+|.+\.\d+\.tmp")   # atomic_write_text's and th
 
 def base_hazards(persist_dir, # knowledge-base directory
                 )->dict:
-    "Paths of the base (relative POSIX) that must not be there: `links` (symbolic links, or leading outside it) and `temp` (leftover temporary files)."
-    b, out = Path(persist_dir), {"links": [], "temp": []}
+    "Paths of the base (relative POSIX) that must not be there: `links` (symbolic links, or leading outside it), `temp` (leftover temporary files) and `special` (FIFOs, sockets, devices)."
+    b, out = Path(persist_dir), {"links": [], "temp": [], "special": []}
     if not b.is_dir(): return out
     real = Path(os.path.realpath(b))
     for d, dirs, files in os.walk(b):   # followlinks=False: a linked folder is listed, not entered
@@ -228,18 +227,19 @@ def base_hazards(persist_dir, # knowledge-base directory
             r = Path(os.path.realpath(p))
             if p.is_symlink() or (r != real and real not in r.parents): out["links"].append(p.relative_to(b).as_posix())
             elif n in files and _TEMP.fullmatch(n): out["temp"].append(p.relative_to(b).as_posix())
+            elif n in files and not stat.S_ISREG(p.lstat().st_mode): out["special"].append(p.relative_to(b).as_posix())
     return {k: sorted(v) for k, v in out.items()}
 
 def remove_hazards(persist_dir, # knowledge-base directory; the caller holds its WriterLock
                   )->tuple:
-    "Unlink the base's links (not their targets) and leftover temporary files: (removed, could not remove), relative paths."
+    "Unlink the base's links (not their targets), leftover temporary files and special files: (removed, could not remove), relative paths."
     b, done, left = Path(persist_dir), [], []
     h = base_hazards(b)
-    for rel in h["links"] + h["temp"]:
+    for rel in h["links"] + h["temp"] + h["special"]:
         p = b / rel
         try:
-            if p.is_symlink() or p.is_file(): p.unlink(); done.append(rel)
-            else: left.append(rel)
+            if rel != LOCK_FILE and (p.is_symlink() or not p.is_dir()): p.unlink(); done.append(rel)
+            else: left.append(rel)   # a real folder from elsewhere, or the lock the caller holds
         except OSError: left.append(rel)
     return done, left
 
@@ -274,11 +274,13 @@ def read_checked(path, # a JSON file of a base
                  model:type, # the pydantic model (a `Strict` subclass) the file must satisfy
                  error:type=LKTError, # the LKTError subclass to raise (e.g. IndexCorruptedError)
                  fix:str="", # how to fix a bad file, appended to the message
+                 max_bytes:int=JSON_MAX, # the largest the file can plausibly be
+                 what:str="a JSON metadata file of a base", # what it is, for the size message
                 ):
     "The file validated as `model`, None when it does not exist; `error` naming the file and the field on any problem."
     p = Path(path)
     tail = f" — {fix}" if fix else ""
-    try: raw = p.read_bytes()
+    try: raw = read_regular(p, max_bytes, what, error, fix or REGULAR_FIX)
     except FileNotFoundError: return None
     except OSError as e: raise error(f"{p}: cannot read it ({e.strerror or e}){tail}") from e
     try: data = json.loads(raw.decode("utf-8"))

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 import local_knowledge_trainer as _pkg
 from . import __version__
-from .core import LKTError, is_loopback
+from .core import LKTError, is_loopback, read_json
 from .parser import confined_reads, read_confined
 from .persist import confine
 from .output import clean_json, redact, response_json, secret_values
@@ -149,16 +149,14 @@ def _ident(p:Path)->Optional[tuple]:
 
 def manifest_generation(persist_dir, # a base folder
                        )->Optional[int]:
-    "The `generation` recorded in the base's vector manifest (None: not recorded, or no readable manifest)."
-    try: g = json.loads((Path(persist_dir) / "vector_store" / "manifest.json").read_text(encoding="utf-8")).get("generation")
-    except (OSError, ValueError, AttributeError): return None
+    "The `generation` recorded in the base's vector manifest (None: not recorded, or no readable manifest; a FIFO or device is not read)."
+    g = read_json(Path(persist_dir) / "vector_store" / "manifest.json").get("generation")
     return g if isinstance(g, int) and not isinstance(g, bool) else None
 
 def recorded_language(persist_dir, # a base folder
                      )->Optional[str]:
-    "The main language recorded in the base's manifest.json (None: not recorded, or no readable manifest)."
-    try: v = json.loads((Path(persist_dir) / "manifest.json").read_text(encoding="utf-8")).get("language")
-    except (OSError, ValueError, AttributeError): return None
+    "The main language recorded in the base's manifest.json (None: not recorded, or no readable manifest; a FIFO or device is not read)."
+    v = read_json(Path(persist_dir) / "manifest.json").get("language")
     return v if isinstance(v, str) and v else None
 
 def publish_key(persist_dir, # a base folder

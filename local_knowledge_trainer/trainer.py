@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LLM_FAILED_HEADER', 'LEXICAL_HASHES', 'CONFIDENCE_FILE', 'WARM_K',
-           'FEEDBACK_FILE', 'TEXT_PREFIX', 'TUNE_MIN_CHUNKS', 'TUNE_CHANGE', 'TUNE_PROBES', 'recorded_model',
-           'BaseManifest', 'best_quote', 'format_context', 'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer',
-           'fusion_summary', 'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
+           'FEEDBACK_FILE', 'FEEDBACK_MAX', 'TEXT_PREFIX', 'TUNE_MIN_CHUNKS', 'TUNE_CHANGE', 'TUNE_PROBES',
+           'recorded_model', 'BaseManifest', 'best_quote', 'format_context', 'grounded_prompt', 'ReadOnlyCache',
+           'KnowledgeTrainer', 'fusion_summary', 'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm',
+           'llm_from_spec']
 
 # %% ../nbs/21_trainer.ipynb #5eb17f5b
 import contextlib, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings
@@ -20,13 +21,13 @@ from tqdm.auto import tqdm
 import numpy as np
 
 from .core import Citation, Document, IngestResult, QueryResponse, LKTError
-from .core import atomic_write_text, html_table, read_json
+from .core import JSON_MAX, NPY_HEADER_MAX, atomic_write_text, file_kind, html_table, load_npy, read_json, read_regular
 from .llm import LLMError, LLMFunction
 from .text import CJK_CHAR, sentence_spans
 from .parser import DocumentParser
 from .store import EvidenceStore, clean_query, content_key, read_connection
-from .persist import BaseBusyError, Strict, WriterLock, base_hazards, canonical_source, lock_holder, read_checked, remove_hazards
-from .embeddings import Embedder, EmbeddingCache, model_for_language
+from .persist import LOCK_FILE, BaseBusyError, Strict, WriterLock, base_hazards, canonical_source, lock_holder, read_checked, remove_hazards
+from .embeddings import Embedder, EmbeddingCache, model_for_language, trusted_model
 from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers, verify_files
 
@@ -41,13 +42,17 @@ def _json_object(path)->dict:
     d = read_json(path)
     return d if isinstance(d, dict) else {}
 
+def _recorded_in(persist_dir)->tuple:
+    "(model, the manifest that records it) of a persisted base: its saved vectors' manifest, else its own; (None, None) when neither does."
+    for f, key in (("vector_store/manifest.json", "model"), ("manifest.json", "embedding_model")):
+        m = _json_object(Path(persist_dir) / f).get(key) if persist_dir else None
+        if isinstance(m, str) and m: return m, Path(persist_dir) / f
+    return None, None
+
 def recorded_model(persist_dir, # a base folder
                   )->Optional[str]:
     "The embedding model a persisted base was built with: its saved vectors' manifest, else its own (None: nothing saved)."
-    if not persist_dir: return None
-    m = _json_object(Path(persist_dir) / "vector_store" / "manifest.json").get("model") or \
-        _json_object(Path(persist_dir) / "manifest.json").get("embedding_model")
-    return m if isinstance(m, str) else None
+    return _recorded_in(persist_dir)[0]
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -163,7 +168,9 @@ class KnowledgeTrainer:
                    auto_graph=bool(build_graph), auto_tune=bool(tune_fusion), vector_backend=vector_store, vector_kw=vector_kw)
         self.persist_dir = Path(persist_dir) if persist_dir else None
         self._root_arg = os.path.realpath(root) if root else None
-        if embedding_model is None: embedding_model = recorded_model(self.persist_dir) or model_for_language(language)
+        if embedding_model is None:   # the base's own model, if it names one it may: a known name or a folder inside it
+            rec, where = _recorded_in(self.persist_dir)
+            embedding_model = trusted_model(rec, self.persist_dir, str(where)) if rec else model_for_language(language)
         if isinstance(embedding_model, Embedder): emb = embedding_model
         else:
             emb = Embedder(embedding_model, device=device)
@@ -242,12 +249,14 @@ def _save_derived(kb, store:EvidenceStore, d:Path)->dict:
 
 def _read_derived(d:Path)->dict:
     "The derived indexes published in the vector store folder `d`: {'lexical': BM25 index with its per-chunk hashes or None, 'confidence': JSON text or None}."
-    out = {"lexical": None, "confidence": (d / CONFIDENCE_FILE).read_text() if (d / CONFIDENCE_FILE).exists() else None}
+    try: conf = read_regular(d / CONFIDENCE_FILE, JSON_MAX, "a confidence-models file").decode("utf-8", errors="replace")
+    except FileNotFoundError: conf = None
+    out = {"lexical": None, "confidence": conf}
     if not (d / "bm25.json").exists(): return out
     from local_knowledge_trainer.lexical import BM25Index
     try:
         lex = BM25Index.load(d, verify=False)   # load_store has just checked every file's SHA-256 against the manifest
-        H = np.load(d / LEXICAL_HASHES, allow_pickle=False)
+        H = load_npy(d / LEXICAL_HASHES, NPY_HEADER_MAX + 8 * len(lex), "a BM25 content-hash file")
         if H.shape != (len(lex),): raise LKTError(f"{d / LEXICAL_HASHES}: {H.shape[0]} hashes for {len(lex)} BM25 documents")
     except (LKTError, OSError, ValueError) as e:
         warnings.warn(f"{d}: the saved BM25 index is unusable ({e}); rebuilding it from the evidence store")
@@ -590,6 +599,7 @@ def _prepare_write(self:KnowledgeTrainer, lock:WriterLock):
 @contextlib.contextmanager
 def _writing(self:KnowledgeTrainer, command:str, # what the write does (shown to a second writer while it waits)
              rebuild:bool=False, # re-embed every stored chunk before the work
+             first:Callable=None, # first() runs under the lock before anything of the base is read (the repair's cleanup)
             ):
     "The base's write: lock, refresh, clean up, migrate, reconcile, the work (the `with` body), publish, unlock."
     t = self.lock_timeout
@@ -606,6 +616,7 @@ def _writing(self:KnowledgeTrainer, command:str, # what the write does (shown to
         with lock:
             self._write_depth, self.actions, self._dirty = 1, [], False
             try:
+                if first is not None: first()
                 if self.persist_dir is not None: self._prepare_write(lock)
                 if rebuild: self._rebuild_pending = True
                 self._reconcile()
@@ -624,6 +635,7 @@ def _writing(self:KnowledgeTrainer, command:str, # what the write does (shown to
 # %% ../nbs/21_trainer.ipynb #796efccf
 WARM_K = 5 # the confidence model a write prepares (kept for callers: one model now serves every k)
 FEEDBACK_FILE = "feedback.jsonl"  # the user's labelled questions: one JSON line each (question, relevant or found at k, and the label row)
+FEEDBACK_MAX = 256 << 20  # bytes: the largest feedback.jsonl read (a labelled question takes about 300 bytes)
 
 @patch
 def _adopt_saved(self:KnowledgeTrainer):
@@ -638,16 +650,21 @@ def _adopt_saved(self:KnowledgeTrainer):
     try: seen = (f.stat().st_mtime_ns, f.stat().st_size) if f is not None and f.is_file() else None
     except OSError: seen = None
     if seen != getattr(self, "_feedback_seen", None):   # a stat per query: another process's feedback is seen at once
-        self._feedback_seen = seen; self._apply_feedback(self._read_feedback())
+        self._feedback_seen = seen
+        try: rows = self._read_feedback()
+        except LKTError as e: warnings.warn(f"{e}; answering without the labelled questions"); rows = []
+        self._apply_feedback(rows)
 
 @patch
 def _read_feedback(self:KnowledgeTrainer)->list:
-    "The labelled questions stored in the base (`feedback.jsonl`); a damaged line is skipped with a warning naming it."
+    "The labelled questions stored in the base (`feedback.jsonl`); a damaged line is skipped with a warning naming it, a file that is not a regular one of at most FEEDBACK_MAX bytes is an LKTError."
     f = self.persist_dir / FEEDBACK_FILE if self.persist_dir is not None else None
     if f is None: return list(getattr(self, "_feedback_mem", []))
-    if not f.is_file(): return []
+    try: text = read_regular(f, FEEDBACK_MAX, "a feedback file", fix="move it out of the base folder and label the questions again "
+                             "with `lkt feedback` (a FIFO or device holds none; `lkt doctor --repair` removes one)").decode("utf-8")
+    except FileNotFoundError: return []
     rows = []
-    for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         try: r = json.loads(line); r["channels"] = tuple(r["channels"]); rows.append(r)
         except (ValueError, KeyError, TypeError) as e: warnings.warn(f"{f}:{n}: not a feedback line ({type(e).__name__}: {e}); skipped")
     return rows
@@ -1222,17 +1239,26 @@ def _repair(self:KnowledgeTrainer)->list:
     finally: self._verify_full = False
 
 @patch
+def _remove_hazards(self:KnowledgeTrainer):
+    "Under the lock, before the repair reads anything: unlink links, leftover temporary files and special files; say what cannot go."
+    if self.persist_dir is None: return
+    pd, links = self.persist_dir, set(base_hazards(self.persist_dir)["links"])
+    done, left = remove_hazards(pd)
+    why = []
+    if [r for r in left if r != LOCK_FILE]:
+        why.append(f"{', '.join(r for r in left if r != LOCK_FILE)} lead outside the base folder and are not links LKT can remove; move "
+                   "the base into a plain folder (`lkt ingest PATH --persist NEW_FOLDER`), or remove them by hand")
+    if LOCK_FILE in left:
+        why.append(f"{LOCK_FILE} is {file_kind(os.lstat(pd / LOCK_FILE).st_mode)}, not a regular file, and the repair locks the base through "
+                   "it, so it cannot replace it: remove it by hand while no LKT process uses the base, then repair again")
+    if why: raise LKTError(f"{pd}: cannot repair: " + "; ".join(why))
+    if done: self.actions.append("removed from the base folder: " + ", ".join(done))
+    if links & set(done): self._rebuild_pending = True   # what was read through a link is not trusted: every vector is rebuilt
+
+@patch
 def _repair_locked(self:KnowledgeTrainer)->list:
     "`_repair` under the write lock."
-    with self._writing("lkt doctor --repair"):
-        if self.persist_dir is not None:   # links and leftover temporary files first: nothing read below may come from outside the base
-            links = set(base_hazards(self.persist_dir)["links"])
-            done, left = remove_hazards(self.persist_dir)
-            if left: raise LKTError(f"{self.persist_dir}: cannot repair: {', '.join(left)} lead outside the base folder and are not links LKT "
-                                    "can remove; move the base into a plain folder (`lkt ingest PATH --persist NEW_FOLDER`), or remove them by hand")
-            if done: self.actions.append("removed from the base folder: " + ", ".join(done))
-            if links & set(done):   # what was read through a link is not trusted: every vector is rebuilt
-                self._rebuild_pending = True; self._reconcile()
+    with self._writing("lkt doctor --repair", first=self._remove_hazards):
         ic = self.store.integrity_check()
         if ic.get("foreign_objects"):   # a trigger or view LKT did not create runs inside every later write or read
             gone = self.store.drop_foreign_objects(); ic = self.store.integrity_check()
@@ -1275,6 +1301,13 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
                 f"`lkt ingest PATH{P} --model {self.embedder.name} --rebuild`")
         else: add("vector store", True, f"{getattr(self.vectors, 'kind', self.kb.vector_backend)}, {len(self._published)} vectors published, generation {self._generation}")
         hz = base_hazards(pd)
+        rec, where = _recorded_in(pd)
+        if rec is not None:
+            try: trusted_model(rec, pd, str(where)); add("recorded model", True, f"{rec}: the base opens with it by itself")
+            except LKTError as e:   # refused when the base is opened without a model; fine when it is the one passed explicitly
+                add("recorded model", rec == self.embedder.name, f"{rec}: passed explicitly (the base does not load it by itself)"
+                    if rec == self.embedder.name else str(e), f"open the base with the model passed explicitly, or re-embed it: "
+                    f"`lkt ingest PATH{P} --model {self.embedder.name} --rebuild`")
         if not self.vector_error and (pd / "vector_store").exists() and not hz["links"]:   # the open checks large files by samples; doctor reads every byte (not through a link)
             bad = verify_files(pd)
             add("published files", not bad, "; ".join(bad) or "every byte matches the manifest's SHA-256",
@@ -1308,6 +1341,11 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
         add("links out of the base", not hz["links"], ", ".join(hz["links"]) + " (symbolic links, or leading outside the base folder)" if hz["links"]
             else "none: every path is a plain file or folder inside the base",
             f"`lkt doctor --repair{P}` removes the links (never what they point to) and rebuilds the vectors from the evidence store and the embedding cache")
+        kinds = [f"{r} ({file_kind(os.lstat(pd / r).st_mode)})" for r in hz["special"] if os.path.lexists(pd / r)]
+        add("special files", not kinds, ", ".join(kinds) + ": never read (a FIFO would block, a device never end)" if kinds
+            else "none: every file is a regular file", f"`lkt doctor --repair{P}` removes them (a FIFO, socket or device holds none of the "
+            "base's data) and rebuilds what they stood for" + (f"; {LOCK_FILE}, which the repair locks through, is removed by hand while no "
+            "LKT process uses the base" if LOCK_FILE in hz["special"] else ""))
         add("leftover temporary files", not hz["temp"] or writing, (", ".join(hz["temp"]) or "none") + (" (a writer is writing now)" if hz["temp"] and writing else ""),
             f"`lkt doctor --repair{P}` removes them")
         left = [p.name for p in leftovers(pd)]

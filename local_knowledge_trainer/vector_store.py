@@ -19,7 +19,8 @@ import numpy as np
 from fastcore.basics import patch
 from pydantic import Field, RootModel, ConfigDict, field_validator
 
-from .core import LKTError, sha256_file as _sha256_file
+from .core import JSON_MAX, LIST_MAX, NPY_HEADER_MAX, LKTError, check_regular, load_npy, open_regular, read_json, read_regular
+from .core import sha256_file as _sha256_file
 from .persist import BaseBusyError, Strict, WriterLock, check_data, confine, lock_holder, read_checked
 
 # %% ../nbs/05_vector_store.ipynb #9ba3ac79
@@ -549,7 +550,7 @@ class IdsFile(RootModel):
 def _read_ids(d:Path, tombstones:bool=False)->list:
     "ids.json of a saved store, checked: strings (or null tombstones for FAISS), no duplicates."
     f = d / "ids.json"
-    ids = read_checked(f, IdsFile, IndexCorruptedError, fix=_FIX)
+    ids = read_checked(f, IdsFile, IndexCorruptedError, fix=_FIX, max_bytes=LIST_MAX, what="an id list")
     if ids is None: raise IndexCorruptedError(f"{f}: missing; {_FIX}.")
     ids = ids.root
     live = [i for i in ids if i is not None]
@@ -559,8 +560,9 @@ def _read_ids(d:Path, tombstones:bool=False)->list:
 
 def _read_vectors(f:Path, n:int, dim:int)->np.ndarray:
     "vectors.npy as a float32 (n, dim) array, checked through a memory map before anything is allocated."
-    try: X = np.load(f, mmap_mode="r", allow_pickle=False)
+    try: X = load_npy(f, NPY_HEADER_MAX + 8 * n * dim, f"a vectors.npy of {n} × {dim} numbers", "r", IndexCorruptedError, _FIX)
     except FileNotFoundError: raise IndexCorruptedError(f"{f}: missing; {_FIX}.") from None
+    except LKTError: raise
     except Exception as e: raise IndexCorruptedError(f"{f}: not a readable .npy array ({type(e).__name__}: {str(e)[:200]}); {_FIX}.") from None
     try:
         if X.dtype.kind != "f" or X.shape != (n, dim):
@@ -626,7 +628,7 @@ def _check_hnsw(buf, rows:int, dim:int, f)->None:
 def _check_hnsw_file(f:Path, rows:int, dim:int):
     "`_check_hnsw` on a memory map of the file (nothing is copied)."
     try:
-        with open(f, "rb") as fh:
+        with open_regular(f, None, error=IndexCorruptedError, fix=_FIX) as fh:   # no cap here: `_check_hnsw` bounds every length by the rows and dim
             if os.fstat(fh.fileno()).st_size == 0: raise IndexCorruptedError(f"{f}: empty file; {_FIX}.")
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 mv, why = memoryview(mm), None
@@ -635,6 +637,7 @@ def _check_hnsw_file(f:Path, rows:int, dim:int):
                 mv.release()
                 if why: raise IndexCorruptedError(why)
     except FileNotFoundError: raise IndexCorruptedError(f"{f}: missing; {_FIX}.") from None
+    except LKTError: raise
     except OSError as e: raise IndexCorruptedError(f"{f}: cannot read it ({e}); {_FIX}.") from e
 
 # %% ../nbs/05_vector_store.ipynb #714bc112
@@ -655,8 +658,7 @@ def _read_manifest_dir(d:Path)->Optional[dict]:
     p = d / MANIFEST
     try: m = read_checked(p, ManifestFile, IndexCorruptedError, fix=_FIX)
     except IndexCorruptedError:
-        from local_knowledge_trainer.core import read_json
-        raw = read_json(p)
+        raw = read_json(p) if p.is_file() else {}
         v = raw.get("format_version") if isinstance(raw, dict) else None
         if isinstance(v, int) and v != FORMAT_VERSION:
             raise IndexMismatchError(f"{d}: vector store format_version {v} but this LKT reads {FORMAT_VERSION}; "
@@ -726,10 +728,10 @@ def sampled_sha256(path, # a published file
                    full_sha256:str, # its full SHA-256: seeds the block offsets (set by the content, unknown before it is written)
                   )->str:
     "SHA-256 of the file's size, its first and last MiB and SAMPLE_BLOCKS blocks of SAMPLE_BYTES at offsets seeded by its full hash."
-    p = Path(path); n = p.stat().st_size; h = hashlib.sha256(str(n).encode()); edge = 1 << 20
-    rng = np.random.default_rng(int(full_sha256[:16], 16))
-    offs = sorted({0, max(0, n - edge), *rng.integers(0, max(1, n - SAMPLE_BYTES), SAMPLE_BLOCKS).tolist()})
-    with open(p, "rb") as f:
+    with open_regular(path) as f:
+        n = os.fstat(f.fileno()).st_size; h = hashlib.sha256(str(n).encode()); edge = 1 << 20
+        rng = np.random.default_rng(int(full_sha256[:16], 16))
+        offs = sorted({0, max(0, n - edge), *rng.integers(0, max(1, n - SAMPLE_BYTES), SAMPLE_BLOCKS).tolist()})
         for o in offs: f.seek(o); h.update(f.read(edge if o in (0, max(0, n - edge)) else SAMPLE_BYTES))
     return h.hexdigest()
 
@@ -743,8 +745,10 @@ def verify_files(persist_dir, # knowledge-base directory
     bad = []
     for name, h in m["files"].items():
         p = confine(name, d, f"{d / MANIFEST}: files")
-        if not p.exists(): bad.append(f"{p}: missing")
-        elif _sha256_file(p) != h: bad.append(f"{p}: content hash differs from {MANIFEST}")
+        try:
+            if _sha256_file(p) != h: bad.append(f"{p}: content hash differs from {MANIFEST}")
+        except FileNotFoundError: bad.append(f"{p}: missing")
+        except LKTError as e: bad.append(str(e))   # a FIFO or device in its place: not read
     return bad
 
 def save_store(store:VectorStore, # the store to publish
@@ -809,8 +813,9 @@ def _load_dir(d:Path, expected_model, expected_dim, verify:bool, kw:dict, extra:
                                  f"re-embed with `lkt ingest PATH --rebuild --model NEW` or use the original model {m['model']!r}.")
     if verify:
         files = [(confine(name, d, f"{d / MANIFEST}: files"), h) for name, h in m["files"].items()]
-        for p, _ in files:
-            if not p.exists(): raise IndexCorruptedError(f"{p}: missing; repair with `lkt doctor --repair`.")
+        for p, _ in files:   # regular files only: a FIFO would block the hash, a device never end it
+            try: check_regular(p, error=IndexCorruptedError, fix=_FIX)
+            except FileNotFoundError: raise IndexCorruptedError(f"{p}: missing; repair with `lkt doctor --repair`.") from None
         samples = {} if verify == "full" else m.get("samples") or {}
         def check(f):
             p, h = f
@@ -836,8 +841,8 @@ def _load_dir(d:Path, expected_model, expected_dim, verify:bool, kw:dict, extra:
 def _fingerprint(base:Path):
     "What is published right now: (folder, manifest bytes), to notice a publish that happened during a load."
     d, _ = _published(base)
-    try: return d, (d / MANIFEST).read_bytes()
-    except OSError: return d, None
+    try: return d, read_regular(d / MANIFEST, JSON_MAX)
+    except (OSError, LKTError): return d, None
 
 def load_store(persist_dir:str, # knowledge-base directory holding vector_store/
                expected_model:str=None, # refuse an index built with another model
