@@ -819,8 +819,9 @@ def _commit_batch(self:KnowledgeTrainer, docs:list, chunks:list, X:np.ndarray)->
     return len(chunks)
 
 def _chunking(parser:DocumentParser)->dict:
-    "The chunking a stored document records (a changed one re-reads it): size, overlap and the model window chunks were cut to."
-    return {"chunk_size": parser.chunk_size, "chunk_overlap": parser.chunk_overlap, **({"max_tokens": parser.max_tokens} if parser.max_tokens else {})}
+    "The chunking a stored document records (a changed one re-reads it): size, overlap, the longest chunk in characters and the model window chunks were cut to."
+    return {"chunk_size": parser.chunk_size, "chunk_overlap": parser.chunk_overlap, "max_chars": parser.max_chars,
+            **({"max_tokens": parser.max_tokens} if parser.max_tokens else {})}
 
 @patch
 def _documents(self:KnowledgeTrainer, parser:DocumentParser, files:list, engine:str, ray_address:str=None):
@@ -829,7 +830,7 @@ def _documents(self:KnowledgeTrainer, parser:DocumentParser, files:list, engine:
     if engine != "ray": raise LKTError(f"unknown ingest engine {engine!r}: use 'local' or 'ray'")
     from local_knowledge_trainer.cluster import ray_documents
     kw = dict(chunk_size=parser.chunk_size, chunk_overlap=parser.chunk_overlap, include=parser.include, exclude=parser.exclude,
-              password=parser.password, max_tokens=parser.max_tokens, count_tokens=parser.count_tokens)
+              password=parser.password, max_tokens=parser.max_tokens, count_tokens=parser.count_tokens, max_chars=parser.max_chars)
     chunking = _chunking(parser)
     known = {}   # stored documents with this chunking: the workers parse them (to compare hashes) but do not embed them
     for _, src in files:
