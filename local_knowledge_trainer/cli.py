@@ -126,8 +126,9 @@ def _common(sp, persist:bool=True, model:bool=True, as_json:bool=True):
     if not model: return
     sp.add_argument("--model", default=None, help="embedding model: all-MiniLM-L6-v2, multilingual-e5-small, use-multilingual-v3 "
                     "or a local sentence-transformers folder (default: the base's recorded model, else chosen by --language)")
-    sp.add_argument("--language", default=None, help="the base's main language: en (English MiniLM), pt (default), zh or multi "
-                    "(multilingual E5)")
+    sp.add_argument("--language", default=None, help="the base's main language: en (English MiniLM), pt, zh or multi "
+                    "(multilingual E5); default: the base's recorded language, else pt. Another language than the recorded "
+                    "one is recorded at the next write, and is a rebuild (needs --rebuild) when it uses another model")
     sp.add_argument("--backend", default="auto", choices=["auto", "faiss", "chroma", "numpy"],
                     help="vector store: auto (exact up to 100k chunks, then FAISS HNSW), faiss (HNSW), chroma, numpy (exact)")
 
@@ -190,7 +191,9 @@ def _trainer(args, **kw):
     from local_knowledge_trainer.trainer import KnowledgeTrainer
     kw = {"show_progress": not getattr(args, "json", False) and (sys.stderr.isatty() or getattr(args, "progress", False)),
           **({"lock_timeout": args.wait} if getattr(args, "wait", None) is not None else {}), **kw}
-    return KnowledgeTrainer(persist_dir=args.persist, **{**_trainer_options(args), **kw})
+    kt = KnowledgeTrainer(persist_dir=args.persist, **{**_trainer_options(args), **kw})
+    if getattr(kt, "language_change", None): _warn(kt.language_change)   # --language names another language than the base's
+    return kt
 
 def _accepts(fn, name:str)->bool:
     "Whether `fn` takes a keyword `name` (named in its signature; a bare **kwargs does not count)."
@@ -357,7 +360,7 @@ def cmd_ingest(args)->int:
         stored = kt.store.count("documents")
         out = {"total_docs": r.total_docs, "chunks": r.chunks, "approved_docs": r.approved_docs, "unchanged": r.unchanged,
                "rejected_docs": r.rejected_docs, "skipped": r.skipped, "errors": r.errors, "warnings": r.warnings,
-               "removed": removed, "rebuilt": bool(args.rebuild), "persist": args.persist,
+               "removed": removed, "rebuilt": bool(args.rebuild), "persist": args.persist, "language_change": getattr(kt, "language_change", None),
                "chosen_by": (getattr(args, "base", None) or {}).get("chosen_by"),
                "elapsed_s": r.elapsed_s, "stats": kt.stats, "statistical_report": getattr(r.statistical_report, "rows", None),
                "graph": {k: graph[k] for k in ("entities", "relations", "auto_accepted", "needs_review")} if graph else None}

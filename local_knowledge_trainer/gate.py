@@ -25,7 +25,7 @@ from .text import (word_spans, sentence_spans, count_words, is_cjk, script_count
 from .hypothesis import welch_ttest, ks_two_sample, correct_pvalues
 from .lexical import tokenize
 from .golden import KeyMatcher, load_golden, GoldenCase
-from .probes import content_seed, draw_probes, probe_of
+from .probes import content_order, content_seed, draw_probes, probe_of
 from .entities import StageProgress
 
 # %% ../nbs/18_gate.ipynb #fc3cb12f
@@ -171,7 +171,7 @@ def doc_probes(doc, # a parsed document (source, chunks)
                min_words:int=6, # shortest sentence used
               )->list:
     "Up to n leave-one-sentence-out `Probe`s of one document (several per chunk), drawn in an order seeded by its content."
-    chunks = sorted(doc.chunks, key=lambda c: (hashlib.sha256(c.text.encode()).hexdigest(), c.id))
+    chunks = content_order(doc.chunks)
     rng = np.random.default_rng(content_seed(*(c.text for c in chunks)))
     cands, seen = [], set()
     for c in chunks:

@@ -6,14 +6,21 @@
 __all__ = ['SCORE_KINDS', 'secret_values', 'spellings', 'redact', 'clean_json', 'score_kind', 'response_json', 'base_stats']
 
 # %% ../nbs/22_output.ipynb #36a0b939
-import io, json, math, os, re
+import base64, functools, io, json, math, os, re
+from urllib.parse import urlsplit
 from pathlib import Path
+from typing import Optional
 from .core import to_jsonable, read_json
 
 # %% ../nbs/22_output.ipynb #e8631151
 _SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|CREDENTIALS?|AUTH)(_|$)", re.I)
 _NOT_SECRET = {"true", "false", "none", "null", "yes", "no", "on", "off"}
-_SECRET_SHAPES = re.compile(r"(Bearer\s+[A-Za-z0-9._\-]{8,}|\bsk-[A-Za-z0-9_\-]{8,})")
+_SECRET_SHAPES = (   # (text every match holds, pattern, replacement): secrets recognised by their shape, whatever the environment says
+    ("Bearer", re.compile(r"Bearer\s+[A-Za-z0-9._\-]{8,}"), "***REDACTED***"),
+    ("sk", re.compile(r"\bsk(?:-|%2[dD])(?:[A-Za-z0-9_\-]|%2[dD]){8,}"), "***REDACTED***"),   # OpenAI-style keys, also URL-encoded
+    ("_", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}|\bgithub_pat_[A-Za-z0-9_]{22,}"), "***REDACTED***"),   # GitHub tokens
+    ("A", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "***REDACTED***"),   # AWS access key ids
+    ("://", re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*:)[^@/?#\s]+(@)"), r"\1***REDACTED***\2"))   # scheme://user:PASSWORD@host
 
 def _dotenv(path:Path)->dict:
     "The variables a .env file sets (python-dotenv, no interpolation); {} when there is no such file."
@@ -25,23 +32,55 @@ def _dotenv(path:Path)->dict:
 def secret_values(env:dict=None, # environment (default: os.environ)
                   dotenv:Path=Path(".env"), # a .env file to read too
                  )->list:
-    "Values of secret-looking variables (longest first) from the environment and a .env file."
+    "Values of secret-looking variables (longest first) from the environment and a .env file, and the passwords of URLs in any variable."
     env = dict(os.environ if env is None else env); env.update(_dotenv(Path(dotenv)))
     vals = {v for k, v in env.items() if _SECRET_NAME.search(k) and v and len(v) >= 6 and v.lower() not in _NOT_SECRET}
+    vals |= {p for v in env.values() if v and "://" in v and (p := _url_password(v)) and len(p) >= 6}   # DATABASE_URL=postgres://u:PASSWORD@h
     return sorted(vals, key=len, reverse=True)
+
+def _url_password(v:str)->Optional[str]:
+    "The password of a URL with credentials (None: none, or not a URL)."
+    try: return urlsplit(v.strip()).password
+    except ValueError: return None
+
+def _base64_cores(v:str)->set:
+    "The base64 (standard and URL-safe) characters that encode only `v`'s bytes, at each of the 3 alignments it can have inside a longer encoding."
+    out, n = set(), len(v.encode())
+    for k in range(3):
+        for enc in (base64.b64encode, base64.urlsafe_b64encode):
+            s = enc(b"\0" * k + v.encode()).decode().rstrip("=")[-(-8 * k // 6):(8 * (k + n)) // 6]
+            if len(s) >= 6: out.add(s)
+    return out
 
 def spellings(secrets:list, # secret values
              )->list:
-    "Each secret as written, JSON-escaped and repr-escaped (a `\"` or `\\` in it changes its spelling in printed JSON), longest first."
-    return sorted({s for v in secrets if v for s in (v, json.dumps(v, ensure_ascii=False)[1:-1], repr(v)[1:-1])},
-                  key=len, reverse=True)
+    "Each secret as written, JSON-escaped (UTF-8 and ASCII), repr-escaped and base64-encoded, longest first; `redact` also matches any of them URL-encoded."
+    return sorted({s for v in secrets if v for s in (v, json.dumps(v, ensure_ascii=False)[1:-1], json.dumps(v)[1:-1], repr(v)[1:-1],
+                                                      *_base64_cores(v))}, key=lambda s: (-len(s), s))
+
+def _url_char(ch:str)->str:
+    "A regex of `ch` as written or percent-encoded in either case (and `+` for a space, as `quote_plus` writes it)."
+    pct = "".join("%" + "".join(f"[{d}{d.lower()}]" if d.isalpha() else d for d in f"{b:02X}") for b in ch.encode())
+    return f"(?:{re.escape(ch)}|{pct}" + (r"|\+)" if ch == " " else ")")
+
+@functools.lru_cache(maxsize=64)
+def _url_regex(spelled:tuple)->re.Pattern:
+    "One regex matching each of the `spellings`, every character as written or URL-encoded."
+    return re.compile("|".join("".join(map(_url_char, s)) for s in spelled))
+
 
 def redact(text:str, # text about to be printed
            secrets:list=None, # values to hide (default: `secret_values()`)
           )->str:
-    "Replace secret values (in every spelling) and token-shaped strings by ***REDACTED***."
-    for v in spellings(secret_values() if secrets is None else secrets): text = text.replace(v, "***REDACTED***")
-    return _SECRET_SHAPES.sub("***REDACTED***", text)
+    "Replace secret values (in every spelling, also URL-encoded) and token-shaped strings by ***REDACTED***."
+    sp = spellings(secret_values() if secrets is None else secrets)
+    for v in sp: text = text.replace(v, "***REDACTED***")
+    if sp and ("%" in text or "+" in text):   # URL-encoded spellings: the regex runs on the words holding a % or a + only
+        rx = _url_regex(tuple(sp))
+        text = "".join(rx.sub("***REDACTED***", w) if "%" in w or "+" in w else w for w in re.split(r"(\s+)", text))
+    for needle, shape, to in _SECRET_SHAPES:
+        if needle in text: text = shape.sub(to, text)
+    return text
 
 # %% ../nbs/22_output.ipynb #ea410ebd
 def clean_json(obj):

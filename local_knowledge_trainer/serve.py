@@ -5,8 +5,7 @@
 # %% auto #0
 __all__ = ['MAX_K', 'MAX_QUESTION', 'MAX_PATH', 'Mode', 'LOGGERS', 'WRITER_SLICE', 'WRITER_NICE', 'MAX_JOBS', 'STATIC', 'READS',
            'READ_POSTS', 'ServeError', 'SearchRequest', 'FeedbackRequest', 'IngestRequest', 'manifest_generation',
-           'recorded_language', 'publish_key', 'Job', 'ingest_json', 'validation_json', 'ErrorBody', 'create_app',
-           'run_server']
+           'publish_key', 'Job', 'ingest_json', 'validation_json', 'ErrorBody', 'create_app', 'run_server']
 
 # %% ../nbs/23_serve.ipynb #de3c3a0d
 import contextlib, copy, hmac, json, logging, os, queue, sys, tempfile, threading, time, uuid
@@ -152,12 +151,6 @@ def manifest_generation(persist_dir, # a base folder
     "The `generation` recorded in the base's vector manifest (None: not recorded, or no readable manifest; a FIFO or device is not read)."
     g = read_json(Path(persist_dir) / "vector_store" / "manifest.json").get("generation")
     return g if isinstance(g, int) and not isinstance(g, bool) else None
-
-def recorded_language(persist_dir, # a base folder
-                     )->Optional[str]:
-    "The main language recorded in the base's manifest.json (None: not recorded, or no readable manifest; a FIFO or device is not read)."
-    v = read_json(Path(persist_dir) / "manifest.json").get("language")
-    return v if isinstance(v, str) and v else None
 
 def publish_key(persist_dir, # a base folder
                )->tuple:
@@ -333,7 +326,6 @@ class _Service:
                   **kw, "embedding_model": trainer.embedder}
             if llm is None: llm = trainer.llm
         kw.pop("persist_dir", None); kw.pop("show_progress", None)
-        if "language" not in kw and recorded_language(self.persist_dir): kw["language"] = recorded_language(self.persist_dir)
         self.trainer_kw, self.poll_s, self.settle_s, self.llm_timeout = kw, poll_s, settle_s, llm_timeout
         self.llm, self.embedder, self.closed = llm, None, False
         if not self.persist_dir.is_dir():
@@ -351,6 +343,7 @@ class _Service:
         kw = {**self.trainer_kw, **over}
         kw["embedding_model"] = embedder or self.embedder or kw.get("embedding_model")
         kt = KnowledgeTrainer(persist_dir=str(self.persist_dir), show_progress=False, **kw)
+        if kt.language_change: _log.warning("%s", kt.language_change)
         if self.embedder is None: self.embedder = kt.embedder
         return kt
 
