@@ -231,11 +231,12 @@ def base_hazards(persist_dir, # knowledge-base directory
     return {k: sorted(v) for k, v in out.items()}
 
 def remove_hazards(persist_dir, # knowledge-base directory; the caller holds its WriterLock
+                   kinds:tuple=("links", "temp", "special"), # which of `base_hazards`' lists to remove
                   )->tuple:
     "Unlink the base's links (not their targets), leftover temporary files and special files: (removed, could not remove), relative paths."
     b, done, left = Path(persist_dir), [], []
     h = base_hazards(b)
-    for rel in h["links"] + h["temp"] + h["special"]:
+    for rel in [r for k in kinds for r in h[k]]:
         p = b / rel
         try:
             if rel != LOCK_FILE and (p.is_symlink() or not p.is_dir()): p.unlink(); done.append(rel)

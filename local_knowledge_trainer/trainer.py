@@ -622,6 +622,8 @@ def _prepare_write(self:KnowledgeTrainer, lock:WriterLock):
         else: self._load()
     else: self.refresh()
     done = cleanup_leftovers(self.persist_dir)
+    tmp, _ = remove_hazards(self.persist_dir, kinds=("temp",))   # under the lock every temporary file is a dead writer's
+    done += [f"removed {t} (a write was interrupted before its rename)" for t in tmp]
     if done: self.actions.append("cleaned up an interrupted publish: " + "; ".join(map(str, done)))
     self._migrate_sources()
 

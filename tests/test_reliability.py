@@ -23,7 +23,7 @@ ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "
 # doctor checks a crash may leave failing until the next writer repairs (vectors behind the store, manifest, leftovers);
 # these must pass at every moment:
 HARD_CHECKS = ("evidence store", "embedding model", "backend faiss")
-INJECTION_POINTS = ("sqlite", "after_commit", "staging", "between_renames", "before_manifest")
+INJECTION_POINTS = ("sqlite", "after_commit", "staging", "between_renames", "before_manifest", "manifest_rename")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -97,8 +97,9 @@ def snapshot_diff(a:dict, b:dict) -> str:
 
 
 def leftovers(persist) -> list:
-    "vector_store.staging-* / vector_store.trash-* folders of the base."
-    return sorted(p.name for p in Path(persist).glob("vector_store.*"))
+    "vector_store.staging-* / vector_store.trash-* folders and temporary files (`.manifest.json.tmp-123`) of the base."
+    from local_knowledge_trainer.persist import base_hazards
+    return sorted(p.name for p in Path(persist).glob("vector_store.*")) + base_hazards(persist)["temp"]
 
 
 def sha_ids(ids) -> str: return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
@@ -180,6 +181,13 @@ def _inject(point:str):
         orig = os.replace
         def replace(src, dst, *a, **k):
             if Path(dst).name == "vector_store" and ".staging" in Path(src).name: _die()
+            return orig(src, dst, *a, **k)
+        os.replace = replace
+    elif point == "manifest_rename":  # vectors published, manifest.json's temporary file written, not yet renamed into place
+        orig = os.replace
+        def replace(src, dst, *a, **k):
+            if Path(dst).name == "manifest.json" and Path(src).name.startswith(".manifest.json.tmp-") \
+               and not Path(dst).parent.name.startswith("vector_store"): _die()
             return orig(src, dst, *a, **k)
         os.replace = replace
     else: raise ValueError(f"unknown injection point {point!r}")
@@ -567,6 +575,7 @@ def test_crash_at_publish_step(lab, point):
     assert r["code"] == -signal.SIGKILL, (f"injection point {point!r} was not reached (exit {r['code']}): the publish no longer "
                                           f"calls what the test patches — update _inject. Log: {r['log'].read_text()[-1500:]}")
     left = leftovers(lab.base)
+    if point == "manifest_rename": assert any(n.startswith(".manifest.json.tmp-") for n in left), f"no temporary manifest left: {left}"
     probs = lab.check_after_crash(g0)
     assert not probs, f"crash at {point} (leftovers then: {left}):\n" + "\n".join(probs)
 
