@@ -1244,3 +1244,65 @@ def test_filters_and_chunks_are_bounded(tmp_path):
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--zygote"]: zygote_main()
+
+
+_RO_READS = r'''
+import json, sys, io, contextlib
+from local_knowledge_trainer.cli import main
+ro, q = sys.argv[1], "What is the peak capacity of the solar array?"
+cmds = {"search": ["search", q, "--persist", ro, "--json"], "search text": ["search", "solar array", "--persist", ro, "--mode", "text", "--json"],
+        "answer": ["answer", q, "--persist", ro, "--json"], "stats": ["stats", "--persist", ro, "--json"],
+        "stats --calibration": ["stats", "--calibration", "--persist", ro, "--json"], "where": ["where", "--persist", ro, "--json"],
+        "doctor": ["doctor", "--persist", ro, "--json"], "graph": ["graph", "Lisbon", "--persist", ro, "--json"],
+        "evaluate": ["evaluate", "--cases", "evals/golden.jsonl", "--persist", ro, "--json", "--mode", "all"]}
+out = {}
+for name, argv in cmds.items():
+    buf, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
+        try: code = main(argv)
+        except SystemExit as e: code = e.code
+        except Exception as e: code = f"{type(e).__name__}: {e}"
+    out[name] = [code, (buf.getvalue() + err.getvalue())[-400:] if code != 0 else ""]
+from fastapi.testclient import TestClient
+from local_knowledge_trainer.serve import create_app
+with TestClient(create_app(ro, token=""), base_url="http://127.0.0.1") as c:
+    for name, (verb, path, body) in {"GET /health": ("get", "/health", None), "GET /stats": ("get", "/stats", None),
+                                     "GET /doctor": ("get", "/doctor", None), "POST /search": ("post", "/search", {"question": q, "k": 3})}.items():
+        r = getattr(c, verb)(path, **({"json": body} if body else {}))
+        out[name] = [r.status_code, "" if r.status_code == 200 else r.text[-400:]]
+print(json.dumps(out))
+'''
+
+
+def _ro_mount_works(tmp) -> bool:
+    "Whether this machine lets a private mount namespace bind a folder read-only (root with CAP_SYS_ADMIN, or user namespaces)."
+    import shutil as sh
+    if sys.platform != "linux" or not sh.which("unshare"): return False
+    src, dst = Path(tmp) / "probe_src", Path(tmp) / "probe_dst"; src.mkdir(); dst.mkdir()
+    r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {src} {dst} && mount -o remount,bind,ro {dst} && ! touch {dst}/x"],
+                       capture_output=True)
+    return r.returncode == 0
+
+
+def test_read_only_mount_serves_every_read_command(tmp_path):
+    "A base on a read-only mount answers every read command of the CLI and the server, and not one of its files is created or changed."
+    if not _ro_mount_works(tmp_path): pytest.skip("no read-only bind mount here (needs a private mount namespace: root or unshare -r)")
+    root = Path(__file__).resolve().parents[1]
+    kb, ro = tmp_path / "kb", tmp_path / "ro"; ro.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(root)}
+    r = subprocess.run([sys.executable, "-m", "local_knowledge_trainer.cli", "ingest", "evals/sample_corpus", "--persist", str(kb),
+                        "--language", "en", "--json"], cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    before = folder_digest(kb)
+    script = tmp_path / "reads.py"; script.write_text(_RO_READS)
+    r = subprocess.run(["unshare", "-m", "sh", "-c", f'mount --bind "{kb}" "{ro}" && mount -o remount,bind,ro "{ro}" && '
+                        f'exec "{sys.executable}" "{script}" "{ro}"'], cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-1500:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    failed = {k: v for k, v in got.items() if v[0] not in (0, 200)}
+    assert not failed, f"read commands failed on the read-only base: {json.dumps(failed, indent=1)}"
+    assert sorted(got) == sorted(["search", "search text", "answer", "stats", "stats --calibration", "where", "doctor", "graph", "evaluate",
+                                  "GET /health", "GET /stats", "GET /doctor", "POST /search"])
+    after = folder_digest(kb)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not changed, f"reading the read-only base created or changed {changed}"
