@@ -37,15 +37,10 @@ INGEST_BATCH = 2000  # chunks parsed, embedded and committed together: an ingest
 NO_LLM_HEADER = "[No LLM configured] Context:"
 LLM_FAILED_HEADER = "[LLM {name} failed: see llm_error] Context:"   # the answer when the LLM call failed: still the cited context
 
-def _json_object(path)->dict:
-    "The JSON object in `path`; {} when it is missing, unreadable or not an object (doctor reports such a file)."
-    d = read_json(path)
-    return d if isinstance(d, dict) else {}
-
 def _recorded_in(persist_dir)->tuple:
     "(model, the manifest that records it) of a persisted base: its saved vectors' manifest, else its own; (None, None) when neither does."
     for f, key in (("vector_store/manifest.json", "model"), ("manifest.json", "embedding_model")):
-        m = _json_object(Path(persist_dir) / f).get(key) if persist_dir else None
+        m = read_json(Path(persist_dir) / f).get(key) if persist_dir else None
         if isinstance(m, str) and m: return m, Path(persist_dir) / f
     return None, None
 
@@ -60,7 +55,7 @@ def recorded_language(persist_dir, # a base folder
                      )->Optional[str]:
     "The main language recorded in the base's manifest.json (None: not recorded, or no readable manifest)."
     if not persist_dir: return None
-    v = _json_object(Path(persist_dir) / "manifest.json").get("language")
+    v = read_json(Path(persist_dir) / "manifest.json").get("language")
     return v if isinstance(v, str) and v else None
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -340,7 +335,7 @@ def _load(self:KnowledgeTrainer):
             except LKTError as e:
                 self.vector_error = str(e)
                 warnings.warn(f"{e} — searching without the dense channel until `lkt doctor --repair --persist {pd}` re-embeds it")
-    recorded = _json_object(pd / "manifest.json") if pd else {}
+    recorded = read_json(pd / "manifest.json") if pd else {}
     derived = getattr(vectors, "extra", None) or {}
     lexical, ck = derived.get("lexical"), store.change_key()
     if lexical is not None and ck is not None and (lexical.key or {}).get("change_key") == ck:
