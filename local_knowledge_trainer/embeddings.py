@@ -183,7 +183,7 @@ class E5Backend(EmbeddingBackend):
         if self._m is None:
             try: e5_weights(self.variant)
             except LKTError as e: raise ModelNotInstalledError(f"embedding model {self.name!r}: {e}") from e
-            self._m = E5Engine(self.variant, self.batch_size)
+            self._m = E5Engine(self.variant, self.batch_size, cache_dir=str(lkt_cache_dir() / "e5"))
         return self
 
     def encode_passages(self, texts, threads=1): return self.load()._m.encode(texts, query=False, threads=threads)
