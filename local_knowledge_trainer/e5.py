@@ -193,7 +193,9 @@ class E5Engine:
                 except Exception:
                     if p is None: raise
                     p.unlink(missing_ok=True)  # a damaged cached file: rebuild it once
-                    self._sessions[threads] = ort.InferenceSession(str(self.encoder_file()), so, providers=["CPUExecutionProvider"])
+                    p = self.encoder_file()
+                    model = str(p) if p is not None else e5_graph(self.f).SerializeToString()
+                    self._sessions[threads] = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
             return self._sessions[threads]
 
     def tokens(self, texts:list, query:bool=False)->list:
