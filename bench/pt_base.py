@@ -83,11 +83,8 @@ def main(argv=None):
                 k2 = KnowledgeTrainer(persist_dir=str(copy), language="pt")
                 with Timer() as tm:
                     t = time.perf_counter()
-                    r = k2.ingest(str(batch), hypothesis_test="ttest") if kind == "gated" else k2.ingest(str(batch))
+                    k2.ingest(str(batch), hypothesis_test="ttest") if kind == "gated" else k2.ingest(str(batch))
                     times[kind] = {"s": round(time.perf_counter() - t, 2), "embed_s": round(tm.s, 2)}
-                if kind == "gated":
-                    g = getattr(r, "gate", None) or (r.get("gate") if isinstance(r, dict) else None)
-                    times[kind]["accepted"] = getattr(r, "accepted", None) if not isinstance(r, dict) else r.get("accepted")
                 k2.close(); log(kind, times[kind])
             res["gate"] = {"batch_files": a.batch, **times, "gate_cost_ratio": round(times["gated"]["s"] / times["plain"]["s"], 2),
                            "within_3x": times["gated"]["s"] <= 3 * times["plain"]["s"]}

