@@ -1,7 +1,12 @@
 """A 10,000-chunk Portuguese base with the product's defaults: cold ingest time, and the ingest gate's cost against a cold ingest of the same documents.
 
 Prints ONE JSON object on stdout (progress goes to stderr). No timing assertions.
-  .venv/bin/python bench/pt_base.py [--chunks 10000] [--batch 100] [--skip-gate]
+  .venv/bin/python bench/pt_base.py [--chunks 10000] [--batch 100] [--skip-gate] [--keep DIR] [--reuse DIR]
+
+--keep DIR keeps the corpus, the built base and its cache in DIR; --reuse DIR measures the gate on a base kept there (the
+ingest figures are then not measured again, and the JSON says so). Before the copies are made, a reused base gets one
+`tune_fusion()` with this code: a write that draws the fusion probes and refits the confidence models as the build's last
+steps do, so its embedding cache holds what a base built by this code would hold.
 
 Corpus: the 249 paragraphs of ../shared/data/pt_faquad (real Portuguese, ~130 words each), repeated with variations until
 --chunks files: variation v of a paragraph is its sentences rotated by v, after the heading "Revisão v." — every text
@@ -57,29 +62,37 @@ def main(argv=None):
     ap.add_argument("--chunks", type=int, default=10_000)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--skip-gate", action="store_true")
+    ap.add_argument("--keep", help="keep the corpus, base and cache in this folder")
+    ap.add_argument("--reuse", help="a folder written by --keep: measure the gate on its base")
     a = ap.parse_args(argv)
     from local_knowledge_trainer.trainer import KnowledgeTrainer
     paras = paragraphs(); nver = -(-a.chunks // len(paras))
-    tmp = Path(tempfile.mkdtemp(prefix="lkt_ptbase_"))
+    tmp = Path(a.reuse or a.keep or tempfile.mkdtemp(prefix="lkt_ptbase_")); tmp.mkdir(parents=True, exist_ok=True)
     res = {"bench": "pt_base", "cpus": os.cpu_count(), "python": platform.python_version(), "load_before": [round(x, 2) for x in os.getloadavg()]}
     try:
         os.environ["LKT_CACHE_DIR"] = str(tmp / "cache")  # a cold per-user cache (threads are measured once, below, not timed)
         corpus, base = tmp / "corpus", tmp / "base"
-        n = write(corpus, paras, range(nver), a.chunks)
-        kt = KnowledgeTrainer(persist_dir=str(base), language="pt")
-        res.update(model=kt.embedder.name, cache_key=kt.embedder.backend.cache_key, batch_threads=kt.embedder.threads, files=n)
-        log(f"{n} files; model {res['model']}, {res['batch_threads']} threads")
-        with Timer() as tm:
-            t = time.perf_counter(); rep = kt.ingest(str(corpus)); dt = time.perf_counter() - t
-        chunks = kt.store.count_chunks()
-        res["ingest"] = {"chunks": chunks, "ingest_s": round(dt, 1), "embed_s": round(tm.s, 1), "chunks_per_s": round(chunks / dt, 2),
-                         "embed_chunks_per_s": round(chunks / max(tm.s, 1e-9), 2), "within_600_s": dt <= 600}
-        log(res["ingest"]); kt.close()
+        if a.reuse:
+            kt = KnowledgeTrainer(persist_dir=str(base), language="pt"); n = kt.store.count_chunks()
+            t = time.perf_counter(); kt.tune_fusion(); res["reuse_prepare_s"] = round(time.perf_counter() - t, 1)
+            res.update(model=kt.embedder.name, cache_key=kt.embedder.backend.cache_key, batch_threads=kt.embedder.threads, files=n,
+                       ingest=f"not measured: the base kept in {a.reuse} was reused"); kt.close()
+        else:
+            n = write(corpus, paras, range(nver), a.chunks)
+            kt = KnowledgeTrainer(persist_dir=str(base), language="pt")
+            res.update(model=kt.embedder.name, cache_key=kt.embedder.backend.cache_key, batch_threads=kt.embedder.threads, files=n)
+            log(f"{n} files; model {res['model']}, {res['batch_threads']} threads")
+            with Timer() as tm:
+                t = time.perf_counter(); rep = kt.ingest(str(corpus)); dt = time.perf_counter() - t
+            chunks = kt.store.count_chunks()
+            res["ingest"] = {"chunks": chunks, "ingest_s": round(dt, 1), "embed_s": round(tm.s, 1), "chunks_per_s": round(chunks / dt, 2),
+                             "embed_chunks_per_s": round(chunks / max(tm.s, 1e-9), 2), "within_600_s": dt <= 600}
+            log(res["ingest"]); kt.close()
         if not a.skip_gate:
-            batch = tmp / "batch"; write(batch, paras, [nver + 1], a.batch)
+            batch = tmp / "batch"; shutil.rmtree(batch, ignore_errors=True); write(batch, paras, [nver + 1], a.batch)
             times = {}
             for kind in ("plain", "gated"):
-                copy = tmp / f"base_{kind}"; shutil.copytree(base, copy)
+                copy = tmp / f"base_{kind}"; shutil.rmtree(copy, ignore_errors=True); shutil.copytree(base, copy)
                 k2 = KnowledgeTrainer(persist_dir=str(copy), language="pt")
                 with Timer() as tm:
                     t = time.perf_counter()
@@ -89,7 +102,7 @@ def main(argv=None):
             res["gate"] = {"batch_files": a.batch, **times, "gate_cost_ratio": round(times["gated"]["s"] / times["plain"]["s"], 2),
                            "within_3x": times["gated"]["s"] <= 3 * times["plain"]["s"]}
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not (a.keep or a.reuse): shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res, indent=1, ensure_ascii=False, default=str))
 
 if __name__ == "__main__":

@@ -302,7 +302,7 @@ def fit_confidence_models(kb, # a `KnowledgeBase`
                           sets:tuple=None, # channel sets (None: `base_channel_sets`)
                           n_probes:int=N_PROBES, # probes asked with their document present
                           n_null:int=N_NULL, # probes asked with their document removed
-                          seed:int=None, # None: `content_seed` of the base's chunks
+                          seed:int=None, # salt of the probe draws (`draw_probes`; None: none, the draws follow each chunk's text)
                          )->dict:
     "channel set -> `ConfidenceModel`, from one pass of held-out probes (present and absent) and the off-topic questions."
     t0, snap, sets = time.perf_counter(), kb.snapshot(), tuple(sets or base_channel_sets(kb))

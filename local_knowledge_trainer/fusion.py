@@ -124,7 +124,7 @@ def tune_fusion(kb, # a `KnowledgeBase`
                 shares=(0, .25, .5, .75, 1), # dense shares tried (.5 is always added): weights dense 2a, sparse 2(1 − a)
                 candidates=(20, 50), # candidates tried; the first is that of the equal-weights baseline
                 k:int=10, # MRR cut-off
-                seed:int=None, # seed of the probe draws (None: the content seed of the base's chunks)
+                seed:int=None, # salt of the probe draws (`draw_probes`; None: none, the draws follow each chunk's text)
                 probes:list=None, # prepared `Probe`s (None: drawn from the base)
                 alpha:float=0.05, # level of the held-out CI
                )->FusionChoice:

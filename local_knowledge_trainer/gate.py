@@ -25,7 +25,7 @@ from .text import (word_spans, sentence_spans, count_words, is_cjk, script_count
 from .hypothesis import welch_ttest, ks_two_sample, correct_pvalues
 from .lexical import tokenize
 from .golden import KeyMatcher, load_golden, GoldenCase
-from .probes import content_order, content_seed, draw_probes, probe_of
+from .probes import content_order, content_seed, draw_probes, fold_probes, probe_of
 from .entities import StageProgress
 
 # %% ../nbs/18_gate.ipynb #fc3cb12f
@@ -169,8 +169,9 @@ def probes_needed(margin:float=0.02, # non-inferiority margin (MRR@k)
 def doc_probes(doc, # a parsed document (source, chunks)
                n:int=12, # at most this many probes
                min_words:int=6, # shortest sentence used
+               folds:int=3, # groups the sentences are taken out in (`fold_probes`; None: one at a time, leave-one-out)
               )->list:
-    "Up to n leave-one-sentence-out `Probe`s of one document (several per chunk), drawn in an order seeded by its content."
+    "Up to n held-out sentences of one document (several per chunk), drawn in an order seeded by its content, taken out in `folds` groups (`fold_probes`)."
     chunks = content_order(doc.chunks)
     rng = np.random.default_rng(content_seed(*(c.text for c in chunks)))
     cands, seen = [], set()
@@ -178,7 +179,8 @@ def doc_probes(doc, # a parsed document (source, chunks)
         for a, b in sentence_spans(c.text):
             s = c.text[a:b]
             if count_words(s) >= min_words and s not in seen: seen.add(s); cands.append(s)
-    return [probe_of(cands[j], chunks) for j in rng.permutation(len(cands))[:n]]
+    sents = [cands[j] for j in rng.permutation(len(cands))[:n]]
+    return [probe_of(s, chunks) for s in sents] if folds is None else fold_probes(sents, chunks, folds)
 
 def _content_named(d, vectors:dict)->tuple:
     "d with its chunks renamed by content (SHA-256 of text, and position), and their vectors: rank ties never depend on the file name."
@@ -327,6 +329,7 @@ class IngestGate:
                  on_reject:str="drop", # "drop" (store approved only) or "keep" (store all, report only)
                  margin:float=0.02, # non-inferiority margin: harm (before - after MRR@k) ruled out when its upper bound is below it
                  n_probes:int=12, # held-out sentences per new document (novelty)
+                 novelty_folds:int=3, # groups a new document's sentences are taken out in (None: leave-one-out, one encode per sentence)
                  n_harm:int=60, # held-out sentences of stored documents when no labelled probes are given
                  min_words:int=6, # shortest sentence used as a probe
                  dup_cos:float=0.95, # cosine at which a stored chunk is a near-duplicate of a new one
@@ -462,7 +465,7 @@ def _dups(self:IngestGate, docs, vectors, snap, rows, old_of, rep=None):
 def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof, rep=None):
     "Own held-out probes of each new document: lexically supported RR@k before (base) and after (base + rest of the document)."
     kb, k, rep = self.kb, self.k, rep or StageProgress()
-    probes = {d.source: doc_probes(d, self.n_probes, self.min_words) for d in docs}
+    probes = {d.source: doc_probes(d, self.n_probes, self.min_words, self.novelty_folds) for d in docs}
     allp = [p for d in docs for p in probes[d.source]]
     rep("novelty", 0, len(allp))
     qs = [p.query for p in allp]
@@ -635,7 +638,7 @@ def _evaluate(self:IngestGate, docs, vectors, rep):
         if not do_ab: r.update(verdict="not tested", harm="not tested: hypothesis_test='ks'", redundant=r["duplicate_of"] is not None)
         r["approved"] = (r["verdict"] == "improved") if self.strict else (r["verdict"] not in REJECTED or not do_ab)
     params = {"hypothesis_test": self.hypothesis_test, "ab_test": self.ab_test, "strict": self.strict, "alpha": self.alpha,
-              "margin": self.margin, "k": self.k, "n_probes": self.n_probes, "n_harm": self.n_harm, "labelled_probes": len(self.cases),
+              "margin": self.margin, "k": self.k, "n_probes": self.n_probes, "novelty_folds": self.novelty_folds, "n_harm": self.n_harm, "labelled_probes": len(self.cases),
               "text_floor": self.text_floor, "base_chunks": len(snap.ids), "on_reject": self.on_reject, **timing,
               "elapsed_s": round(time.perf_counter() - t0, 3)}
     return GateResult(rows, [r["source"] for r in rows if r["approved"]], [r["source"] for r in rows if not r["approved"]],

@@ -282,6 +282,10 @@ class Snapshot:
     def __len__(self): return len(self.ids)
     def __repr__(self): return f"Snapshot({len(self)} chunks, key={self.key})"
 
+def _aligned(ids:list, by:dict)->list:
+    "`by[i]` for each id (None when missing): one read of the mapping, not one per id."
+    return [by.get(i) for i in ids]
+
 @patch
 def snapshot(self:KnowledgeBase)->Snapshot:
     "The current state of the base as aligned arrays (cached until `add`, `remove` or a change of the store's `version`)."
@@ -293,7 +297,7 @@ def snapshot(self:KnowledgeBase)->Snapshot:
         pos = {i: n for n, i in enumerate(ids)}
         src = getattr(self.store, "chunk_sources", None)
         self._snap = Snapshot(ids, lambda: self.vectors_of(ids), _Lazy(ids, pos, _fetch_chunks(self.store)), _Lazy(ids, pos, self.tokens), key,
-                              sources=(lambda: [dict(src()).get(i) for i in ids]) if src else None)
+                              sources=(lambda: _aligned(ids, dict(src()))) if src else None)
     self._snap_at = at
     return self._snap
 
@@ -349,6 +353,15 @@ def _bm25_scores(self:KnowledgeBase, v:dict, q_tokens:list)->np.ndarray:
             s1[rows] += v["idf"][j] * okapi_tf(v["ntf"].data[a:z], v["ndl"][rows], v["avgdl"], k1, b)
     return np.concatenate([s0[v["keep"]], s1]).astype(np.float32)
 
+def _tie_key(snap:Snapshot, keep:np.ndarray, new_ids:list)->np.ndarray:
+    "Integers in the order of the variant's chunk ids (kept base rows, then `new_ids`), without sorting the base's ids again."
+    m = len(new_ids) + 1
+    base = (np.flatnonzero(keep) + 1) * m   # snap.ids are sorted: a kept row's place is its position
+    if not new_ids: return base
+    at = np.searchsorted(snap.memo("ids_array", lambda: np.array(snap.ids, dtype=str)), np.array(new_ids, dtype=str))
+    order = np.argsort(np.argsort(np.array(new_ids, dtype=str), kind="stable"), kind="stable")
+    return np.concatenate([base, at * m + 1 + order])   # between the base ids around it
+
 @patch
 def rank(self:KnowledgeBase, queries:list, # query texts
          k:int=5, # ids returned per query
@@ -367,10 +380,11 @@ def rank(self:KnowledgeBase, queries:list, # query texts
     if any(use_dense):
         if Q is None: Q = self.embed_queries(queries)
         Q = np.asarray(Q, np.float32)
-        Sd = np.hstack([Q @ snap.X[v["keep"]].T, Q @ v["new_X"].T]) if len(snap.ids) else Q @ v["new_X"].T
+        Xk = snap.X if v["keep"].all() else snap.X[v["keep"]]   # no copy of the base's vectors when nothing is dropped
+        Sd = np.hstack([Q @ Xk.T, Q @ v["new_X"].T]) if len(snap.ids) else Q @ v["new_X"].T
     c = min(max(self.candidates, k), v["n"])
     ids, out = v["ids"], []
-    key = np.argsort(np.argsort(np.array(ids, dtype=object)))  # ties broken by chunk id: results depend on content only
+    key = _tie_key(snap, v["keep"], ids[int(v["keep"].sum()):])  # ties broken by chunk id: results depend on content only
     for j, q in enumerate(queries):
         rk = {}
         if use_dense[j]:
