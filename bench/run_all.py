@@ -1,13 +1,13 @@
 """Run every benchmark script in bench/ and collect their results into bench/RESULTS.json and bench/RESULTS.md.
 
-Each script (parse, ingest, query, stats, quality, hnsw_recall, startup, …, e5_engine, pt_base — missing ones are skipped) prints ONE JSON object on
+Each script (parse, ingest, query, stats, quality, hnsw_recall, startup, …, e5_engine, pt_base, static_tier — missing ones are skipped) prints ONE JSON object on
 stdout; its stderr (progress bars) passes through. The markdown table is what the README shows.
 
   .venv/bin/python bench/run_all.py [--only quality parse] [--skip query] [--timeout 3600] [--quick]
 
 quality runs with --sweep by default; --quick passes light options instead (quality: --max-queries 200; query: --sizes 10000;
-startup: --runs 3; ingest: --docs 100). quality, ingest and query measure every embedding backend (all-MiniLM-L6-v2,
-multilingual-e5-small, use-multilingual-v3); --measured copies each script's JSON to bench/measured/<script>.json.
+startup: --runs 3; ingest: --docs 100; static_tier: --speed-passages 200). quality, ingest and query measure every embedding
+backend (all-MiniLM-L6-v2, multilingual-e5-small, use-multilingual-v3); --measured copies each script's JSON to bench/measured/<script>.json.
 A copy is also written to bench/results/latest.{json,md} (git-ignored) for local history.
 """
 import argparse, datetime, json, os, platform, subprocess, sys, time
@@ -16,11 +16,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall", "startup", "serve", "reliability", "snapshot", "scale", "bm25_scale",
-           "e5_engine", "pt_base")
+           "e5_engine", "pt_base", "static_tier")
 DEFAULT_ARGS = {"quality": ["--sweep"], "bm25_scale": ["--sizes", "10000", "100000"]}   # 1M: run bench/scale.py and bench/bm25_scale.py by hand
 QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"], "startup": ["--runs", "3"], "ingest": ["--docs", "100"],
          "serve": ["--requests", "1000"], "reliability": ["--kills", "20", "--skip-large"], "scale": ["--sizes", "10000", "--no-extras"], "bm25_scale": ["--sizes", "10000"],
-         "pt_base": ["--chunks", "2000"]}
+         "pt_base": ["--chunks", "2000"], "static_tier": ["--speed-passages", "200"]}
 
 
 def log(*a): print(*a, file=sys.stderr, flush=True)
