@@ -19,7 +19,7 @@ import numpy as np
 
 from fastcore.basics import patch, store_attr
 
-from .core import Chunk, LKTError
+from .core import Chunk, LKTError, StageProgress, quiet_model_bars
 from .e5 import E5Engine, e5_weights, ENGINES
 from .store import check_sqlite_files
 from .text import CJK_CHAR, CJK_CLASS, count_words
@@ -100,6 +100,7 @@ class SentenceTransformerBackend(EmbeddingBackend):
         if self._model is None:
             os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            quiet_model_bars()   # no "Loading weights" bar where LKT draws none (stderr not a terminal)
             from sentence_transformers import SentenceTransformer
             try: self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
             except Exception as e:
@@ -508,7 +509,7 @@ class Embedder:
 def _cached(self:Embedder, keys:list, # cache keys, one per text
             texts:list, # the texts
             kind:str="passage", # passage or query
-            progress:bool=False, # tqdm bar over the texts embedded
+            progress=False, # show the embedding as a stage (bar on a terminal or in Jupyter, else a line), or a `StageProgress` to report to
            )->np.ndarray:
     "Vectors of `texts` in order: cached ones read, the others embedded in batches and written to the cache batch by batch."
     cached = self.cache.get_many(list(dict.fromkeys(keys)), self.dim)
@@ -519,11 +520,11 @@ def _cached(self:Embedder, keys:list, # cache keys, one per text
     self.cache_stats["misses"] += len(todo)
     if todo:
         tk, tt, step = list(todo), list(todo.values()), 256
-        from tqdm.auto import tqdm
-        with tqdm(total=len(tt), desc=f"embed ({self.name})", unit="text", disable=not (progress and len(tt) > step)) as bar:
-            for i in range(0, len(tt), step):
-                new = dict(zip(tk[i:i + step], self._encode(tt[i:i + step], kind)))
-                self.cache.put_many(new); cached.update(new); bar.update(len(new))
+        rep = StageProgress.of(progress if len(tt) > step or isinstance(progress, StageProgress) else None)
+        for i in range(0, len(tt), step):
+            new = dict(zip(tk[i:i + step], self._encode(tt[i:i + step], kind)))
+            self.cache.put_many(new); cached.update(new); rep(f"embed ({self.name})", i + len(new), len(tt), "texts")
+        if rep is not progress: rep.close()
     if not keys: return np.zeros((0, self.dim), np.float32)
     return np.stack([cached[k] for k in keys]).astype(np.float32, copy=False)
 
