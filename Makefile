@@ -12,12 +12,13 @@ export TOKENIZERS_PARALLELISM := false
 export ANONYMIZED_TELEMETRY := False
 export MPLBACKEND := Agg
 
-.PHONY: setup test demo export clean-nbs check-sync bench docs docs-deps help
+.PHONY: setup test test-slow demo export clean-nbs check-sync bench docs docs-deps help
 CHROMIUM ?= /usr/bin/chromium
 
 help:
 	@echo "make demo   - set up .venv and run LKT on the bundled sample corpus"
-	@echo "make test   - set up .venv and run every test (sync check, notebooks, pytest)"
+	@echo "make test   - set up .venv and run every test (sync check, notebooks, pytest) but the slow ones"
+	@echo "make test-slow - the slow tests: pytest tests marked slow, then the notebooks with their #| slow cells"
 	@echo "make bench  - run the benchmark scripts in bench/ (JSON on stdout; bench/startup.py: CLI start-up)"
 	@echo "make docs   - build the offline documentation site into _site/"
 
@@ -46,9 +47,16 @@ check-sync: setup
 
 # tests/test_layers.py first (import layers, light imports), then each notebook in nbs/ and evals/ executed ONCE as one
 # pytest case (tests/test_notebooks.py, nbdev_test semantics, outputs kept in build/executed/), then the docs site
-# built from those executed copies without executing anything again (tests/test_docs.py). LKT_SLOW=1 adds #| slow cells.
+# built from those executed copies without executing anything again (tests/test_docs.py). Tests marked `slow` (minutes
+# each: the kill loop, big simulations) and the notebooks' `#| slow` cells are left out: `make test-slow` runs them.
 test: setup check-sync docs-deps
-	$(PY) -m pytest tests -v -p no:cacheprovider
+	$(PY) -m pytest tests -v -p no:cacheprovider -m "not slow"
+
+# The slow parts, CI's separate target: the pytest tests marked `slow`, then every notebook with its `#| slow` cells
+# (LKT_SLOW=1; the executed copies in build/executed/ then include them).
+test-slow: setup
+	$(PY) -m pytest tests -v -p no:cacheprovider -m slow
+	LKT_SLOW=1 $(PY) -m pytest tests/test_notebooks.py -v -p no:cacheprovider
 
 demo: setup
 	$(BIN)/lkt demo --corpus evals/sample_corpus

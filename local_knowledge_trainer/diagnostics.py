@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 from scipy.special import ndtr, ndtri
-from tqdm.auto import tqdm
 
-from .core import Chunk, QueryResponse, ValidationReport, ChunkOptimizationResult, LKTError, new_figure
+from .core import Chunk, QueryResponse, ValidationReport, ChunkOptimizationResult, LKTError, StageProgress, new_figure
 from .text import CJK_CLASS, CJK_RUN, split_sentences, sentence_spans, count_words
 from .hypothesis import (TestResult, paired_bootstrap_test, paired_permutation_test, permutation_test_means,
     ks_two_sample, shapiro_normality, one_way_anova, welch_anova, chi_square_independence, cohens_d, paired_cohens_d,
@@ -34,21 +33,15 @@ from .probes import Probe, content_order, content_seed, draw_probes, hold_out, p
 # %% ../nbs/20_diagnostics.ipynb #95a6c6f9
 _labelled = labelled_cases  # one parser of labelled queries (18_gate)
 
-def _callback(progress, show_progress:bool)->tuple:
-    "(report(stage, done, total), show_progress): `progress` may also be a bool, the bar switch of earlier versions."
-    if isinstance(progress, bool): show_progress, progress = progress, None
-    return progress or (lambda stage, done, total: None), show_progress
-
-def _ranks_reported(kb, P:list, k:int, report, show_progress:bool, batch:int=64)->np.ndarray:
+def _ranks_reported(kb, P:list, k:int, report:StageProgress, batch:int=64)->np.ndarray:
     "`probe_ranks` of every probe, in batches with progress; probes and held-out chunks are embedded first in one pass, as one call would."
-    report("probes", 0, len(P))
+    report("probes", 0, len(P), "probes")
     if not P: return np.zeros(0, int)
     kb.embed_queries([p.query for p in P]); held = {h.id: h for p in P for h in p.held}
     if held: kb.embed_texts([h.text for h in held.values()])  # the batches below read these vectors from the embedder's cache
     out = []
-    with tqdm(total=len(P), desc="probes", unit="probe", disable=not show_progress) as bar:
-        for a in range(0, len(P), batch):
-            out.append(probe_ranks(kb, P[a:a + batch], k=k)); bar.update(len(out[-1])); report("probes", a + len(out[-1]), len(P))
+    for a in range(0, len(P), batch):
+        out.append(probe_ranks(kb, P[a:a + batch], k=k)); report("probes", a + len(out[-1]), len(P), "probes")
     return np.concatenate(out)
 
 def _label_ranks(kb, cases:list, k:int=5)->np.ndarray:
@@ -359,19 +352,19 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
                             n_bootstrap:int=10_000, # resamples of the quality CI
                             seed:int=None, # None: seeded by content
                             progress:Callable=None, # progress(stage, done, total): "text quality", "duplicates", "probes" (ranked so far), "describe"
-                            show_progress:bool=False, # tqdm bar over the held-out probes (the slow step)
+                            show_progress:bool=False, # show the stages on stderr (`core.StageProgress`: a bar on a terminal or in Jupyter, else a line each)
                            )->ValidationReport:
     "Duplicates, garbage text, unretrievable documents and probe findability (held-out-sentence MRR@k, CI); Shapiro–Wilk, KS (Holm) and IQR as description."
-    report, show_progress = _callback(progress, show_progress)
+    report = StageProgress.of(progress, show_progress, "validate")
     snap = kb.snapshot()
     rep = ValidationReport(total_chunks=len(snap.ids))
     if len(snap.ids) < 3:
         rep.is_valid = False; rep.warnings.append(f"only {len(snap.ids)} chunk(s): nothing to validate"); return rep
     problems, tests = [], []
     # 1. garbage text
-    report("text quality", 0, len(snap.ids))
+    report("text quality", 0, len(snap.ids), "chunks")
     tq = pd.DataFrame([{"chunk": i, "source": snap.chunks[i].source, **text_quality(snap.chunks[i].text)} for i in snap.ids])
-    report("text quality", len(snap.ids), len(snap.ids))
+    report("text quality", len(snap.ids), len(snap.ids), "chunks")
     bad = tq[tq["garbage"].notna()]
     tests.append({"test": "text quality (garbage chunks)", "statistic": float(len(bad)), "p": None, "p_holm": None,
                   "effect": len(bad) / len(tq), "n": len(tq), "kind": "decision",
@@ -398,7 +391,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
     if probes:
         P = doc_probes(_base_chunks(kb), probes_per_doc, max_docs=max(1, max_probes // probes_per_doc))
         t = pd.DataFrame({"query": [p.query for p in P], "source": [p.source for p in P],
-                          "rank": _ranks_reported(kb, P, max(find_depth, k), report, show_progress)})
+                          "rank": _ranks_reported(kb, P, max(find_depth, k), report)})
         if len(t):
             docs = _unretrievable(t, k)
             nu, nd, ndocs = int(docs["unretrievable"].sum()), len(docs), len(set(snap.sources))
@@ -478,7 +471,7 @@ def validate_knowledge_base(kb, # a `KnowledgeBase`
                         "rule": f"valid = no garbage chunk, duplicate chunks <= {max_duplicate_frac:.0%}, "
                                 f"unretrievable documents <= {max_unretrievable_frac:.0%} of those probed"})
     if problems: rep.warnings.append("invalid: " + "; ".join(problems))
-    report("describe", 1, 1)
+    report("describe", 1, 1); report.close()
     return rep
 
 # %% ../nbs/20_diagnostics.ipynb #d2df52f0
@@ -641,15 +634,14 @@ def optimize_chunking(kb, # a `KnowledgeBase` over an evidence store with `sourc
                       seed:int=None, # None: probes seeded by content
                       chunk_overlap:int=64, # words shared by consecutive chunks (at most a quarter of each size)
                       progress:Callable=None, # progress(stage, done, total) after each chunk size: "index" (re-chunk, embed), "labelled", "probes"
-                      show_progress:bool=False, # tqdm bar over those steps
+                      show_progress:bool=False, # show those stages on stderr (`core.StageProgress`: a bar, or a line each)
                      )->ChunkOptimizationResult:
     "Compare chunk sizes, cut to the model's window as ingest cuts them, on the same queries: Cochran's Q and Holm-corrected McNemar decide; None on a tie."
     if metric not in ("hit_rate", "mrr"): raise LKTError(f"metric must be 'hit_rate' or 'mrr', got {metric!r}")
     sizes = [int(s) for s in strategies]
     if len(sizes) < 2: raise LKTError("optimize_chunking needs at least two strategies")
-    report, show_progress = _callback(progress, show_progress)
-    with tqdm(total=len(sizes) * (2 if queries is None else 3), desc="optimize_chunking", unit="step", disable=not show_progress) as bar:
-        def step(stage, done, total): bar.update(1); bar.set_postfix_str(stage, refresh=False); report(stage, done, total)
+    with StageProgress.of(progress, show_progress, "optimize_chunking") as report:
+        step = lambda stage, done, total: report(stage, done, total, "sizes")
         L, P, cases, probe_q, n_chunks = _strategy_ranks(kb, sizes, chunk_overlap, queries, path, k, n_queries, seed, step)
     labelled = L is not None and len(L) >= 5
     R = L if labelled else P

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['NAME_TOKEN', 'SPACY_LABELS', 'LEAD_WORDS', 'normalize_entity', 'entity_id', 'valid_key', 'Mention', 'EntityExtractor',
            'SpacyExtractor', 'RuleExtractor', 'JiebaExtractor', 'detect_language', 'CombinedExtractor',
-           'LanguageRouter', 'installed_spacy_pipelines', 'make_extractor', 'StageProgress']
+           'LanguageRouter', 'installed_spacy_pipelines', 'make_extractor']
 
 # %% ../nbs/13_entities.ipynb #db6ffc21
 import functools, hashlib, importlib.util, re, sys, unicodedata
@@ -424,40 +424,4 @@ def make_extractor(language:str="auto", # auto (route per text) | en | pt | zh |
     return CombinedExtractor([base, RuleExtractor(language, terms=True)]) if terms else base
 
 # %% ../nbs/13_entities.ipynb #eab10f1f
-class StageProgress:
-    "Long work reported stage by stage: `progress(stage, done, total)` calls and, on request, a tqdm bar per stage (stderr)."
-    def __init__(self, progress:Callable=None, # progress(stage:str, done:int, total:Optional[int]), or None
-                 show:bool=False, # also draw a `tqdm.auto` bar per stage
-                 desc:str="", # prefix of the bars' descriptions, e.g. "graph"
-                ):
-        store_attr(); self.stage, self.bar = None, None
-
-    @classmethod
-    def of(cls, progress=None, # a callback, a `StageProgress` (returned as is, so nested calls share it), or None
-           show:bool=False, # draw bars (when `progress` is not already a reporter)
-           desc:str="", # bar prefix
-          ):
-        "A reporter for `progress`: the one given when it already is one, else a new one."
-        return progress if isinstance(progress, cls) else cls(progress, show, desc)
-
-    def __call__(self, stage:str, # what is being done, e.g. "extract"
-                 done:int, # steps of the stage finished so far
-                 total:Optional[int]=None, # steps in the stage (None: unknown)
-                ):
-        "Report `done` of `total` steps of `stage`."
-        if stage != self.stage:
-            self.close(); self.stage = stage
-            if self.show:
-                from tqdm.auto import tqdm
-                self.bar = tqdm(total=total, desc=f"{self.desc} {stage}".strip(), file=sys.stderr, dynamic_ncols=True)
-        if self.bar is not None:
-            if total is not None and self.bar.total != total: self.bar.total = total
-            self.bar.update(done - self.bar.n)
-        if self.progress is not None: self.progress(stage, int(done), None if total is None else int(total))
-
-    def close(self):
-        "Close the current stage's bar."
-        if self.bar is not None: self.bar.close()
-        self.stage = self.bar = None
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
+from .core import StageProgress  # the one progress helper (00_core); re-exported for the modules that import it from here

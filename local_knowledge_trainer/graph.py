@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['REVIEW_STATUSES', 'ACCEPTED', 'RELATION_LAYER', 'EXPORT_FORMATS', 'LKT_NS', 'evidence_location', 'evidence_item',
-           'resolve_entity', 'GraphBuilder', 'graph_from_store', 'duplicate_rate', 'graph_stats', 'AliasIndex',
-           'graph_channel', 'read_graph', 'export_graph', 'evidence_quote', 'entity_relations', 'plot_entity_subgraph',
-           'plot_degree_distribution']
+           'resolve_entity', 'GraphBuilder', 'graph_from_store', 'stored_counts', 'duplicate_rate', 'graph_stats',
+           'AliasIndex', 'graph_channel', 'read_graph', 'export_graph', 'evidence_quote', 'entity_relations',
+           'plot_entity_subgraph', 'plot_degree_distribution']
 
 # %% ../nbs/14_graph.ipynb #003ebba8
 import bisect, json, math, time
@@ -18,10 +18,9 @@ import networkx as nx
 from fastcore.basics import patch, store_attr
 from fastcore.meta import delegates
 
-from .core import Chunk, LKTError, new_figure
+from .core import Chunk, LKTError, StageProgress, new_figure
 from .text import CJK_RUN, sentence_spans
-from .entities import (EntityExtractor, NAME_TOKEN, StageProgress, entity_id, make_extractor,
-                                              normalize_entity, valid_key)
+from .entities import EntityExtractor, NAME_TOKEN, entity_id, make_extractor, normalize_entity, valid_key
 
 # %% ../nbs/14_graph.ipynb #282e585a
 REVIEW_STATUSES = ("auto_accepted", "needs_review", "reviewed", "rejected")
@@ -66,7 +65,7 @@ class GraphBuilder:
                  same_sentence_confidence:float=0.6, # evidence confidence when both mentions share a sentence
                  chunk_confidence:float=0.3, # evidence confidence when they only share the chunk
                  fit:bool=True, # call extractor.fit(texts) on build (term statistics)
-                 show_progress:bool=False, # tqdm bars (stderr) for each stage of build, update and save
+                 show_progress:bool=False, # show each stage of build, update and save on stderr (`core.StageProgress`: a bar, or a line)
                  batch:int=256, # texts per extraction batch
                 ):
         store_attr(but="extractor")
@@ -83,13 +82,13 @@ def _reporter(self:GraphBuilder, progress=None)->StageProgress:
 @patch
 def _extract(self:GraphBuilder, chunks:list, rep:Callable=None):
     n = len(chunks); rep = rep or self._reporter()
-    rep("extract", 0, n)
+    rep("extract", 0, n, "chunks")
     for i in range(0, n, self.batch):
         part = chunks[i:i+self.batch]
         for c, ms in zip(part, self.extractor.extract_many([c.text for c in part])):
             self._c[c.id] = (c.source, c.page, c.text)
             self._m[c.id] = [(m.key, m.text, m.label, m.start, m.end) for m in ms if m.key]
-        rep("extract", min(i + self.batch, n), n)
+        rep("extract", min(i + self.batch, n), n, "chunks")
 
 @patch
 def build(self:GraphBuilder, chunks:Iterable, # `Chunk`s (e.g. `store.iter_chunks()`)
@@ -100,7 +99,7 @@ def build(self:GraphBuilder, chunks:Iterable, # `Chunk`s (e.g. `store.iter_chunk
     self._m, self._c = {}, {}
     with self._reporter(progress) as rep:
         if self.fit:
-            rep("fit", 0, len(chunks)); self.extractor.fit([c.text for c in chunks]); rep("fit", len(chunks), len(chunks))
+            rep("fit", 0, len(chunks), "chunks"); self.extractor.fit([c.text for c in chunks]); rep("fit", len(chunks), len(chunks), "chunks")
         self._extract(chunks, rep)
         return self._aggregate(rep)
 
@@ -138,11 +137,11 @@ def _nodes(self:GraphBuilder)->tuple:
 @patch
 def _aggregate(self:GraphBuilder, rep:Callable=None)->nx.DiGraph:
     rep, n = rep or self._reporter(), len(self._m)
-    rep("aggregate", 0, n)
+    rep("aggregate", 0, n, "chunks")
     G, freq, grounded, ids = self._nodes()
     edges = defaultdict(list)
     for j, cid in enumerate(sorted(self._m), 1):
-        if j % 2000 == 0: rep("aggregate", j, n)
+        if j % 2000 == 0: rep("aggregate", j, n, "chunks")
         src, page, text = self._c[cid]
         starts = [a for a, _ in sentence_spans(text or "")]
         sents = defaultdict(set)
@@ -166,7 +165,7 @@ def _aggregate(self:GraphBuilder, rep:Callable=None)->nx.DiGraph:
                    failed_checks=[k for k, v in checks.items() if not v], extractor_version=G.graph["extractor_version"],
                    layer=RELATION_LAYER)
     self.G = G
-    rep("aggregate", n, n)
+    rep("aggregate", n, n, "chunks")
     return G
 
 @patch
@@ -215,6 +214,15 @@ def graph_from_store(store, # an EvidenceStore holding entities/relations
     G.graph.update(extractor_version=g["meta"].get("extractor_version"), n_chunks=g["n_chunks"])
     return G
 
+def stored_counts(store, # an EvidenceStore holding a graph (or none)
+                 )->dict:
+    "{'entities', 'relations'} of the store's graph, a relation being one edge (head, tail, type) however many evidence rows it has: recorded at save, else counted."
+    m = store.graph_meta()
+    try: return {"entities": int(m["entities"]), "relations": int(m["relations"])}
+    except (KeyError, ValueError):   # a graph saved before the counts were recorded (or none): counted from its rows
+        if not store.count("entities"): return {"entities": 0, "relations": 0}
+        G = graph_from_store(store); return {"entities": G.number_of_nodes(), "relations": G.number_of_edges()}
+
 @patch
 def save_to_store(self:GraphBuilder, store, # an `EvidenceStore`
                   progress:Callable=None, # progress("save", done, total) over relation rows
@@ -229,11 +237,12 @@ def save_to_store(self:GraphBuilder, store, # an `EvidenceStore`
     params = {"max_entities_per_chunk": self.max_entities_per_chunk, "min_confidence": self.min_confidence,
               "same_sentence_confidence": self.same_sentence_confidence, "chunk_confidence": self.chunk_confidence}
     with rep:
-        rep("save", 0, len(rels))
+        rep("save", 0, len(rels), "relation rows")
         n = store.save_graph(ents, rels, mentions=self._m, chunks={cid: (s, p, ver) for cid, (s, p, _) in self._c.items()},
                              reviews=self.reviews,
-                             meta={"extractor_version": ver, "saved": time.strftime("%Y-%m-%dT%H:%M:%S"), "params": json.dumps(params)})
-        rep("save", len(rels), len(rels))
+                             meta={"extractor_version": ver, "saved": time.strftime("%Y-%m-%dT%H:%M:%S"), "params": json.dumps(params),
+                                   "entities": G.number_of_nodes(), "relations": G.number_of_edges()})
+        rep("save", len(rels), len(rels), "relation rows")
     return {"entities": n["entities"], "relations": G.number_of_edges(), "relation_rows": n["relation_rows"], "mentions": n["mentions"]}
 
 @patch(cls_method=True)

@@ -19,11 +19,11 @@ from .core import Chunk, LKTError
 from .lexical import BM25Index, tokenize, query_language, okapi_idf, okapi_tf, term_matrix, top_positions
 from .vector_store import make_vector_store
 from .retrieval import Retriever, rrf_fuse
-from .store import check_where, where_matches
+from .store import check_where, where_matches, where_counts, empty_filter_error
 
 # %% ../nbs/08_knowledge_base.ipynb #cbfa55dc
 class MemoryStore:
-    "A minimal in-memory chunk store (get_chunks, iter_chunks, chunk_ids, chunk_sources, count_chunks, version) for bases that are never persisted."
+    "A minimal in-memory chunk store (get_chunks, iter_chunks, chunk_ids, chunk_sources, filter_ids, where_values, count_chunks, version) for bases that are never persisted."
     def __init__(self, chunks:Iterable=()): self._c, self.version = {c.id: c for c in chunks}, 0
     def add(self, chunks:Iterable): self._c.update((c.id, c) for c in chunks); self.version += 1; return self
     def remove(self, ids:Iterable):
@@ -34,6 +34,7 @@ class MemoryStore:
     def chunk_ids(self)->list: return list(self._c)
     def chunk_sources(self)->list: return [(i, c.source) for i, c in self._c.items()]
     def filter_ids(self, where:dict)->list: w = check_where(where); return [i for i, c in self._c.items() if where_matches(w, c)]
+    def where_values(self, key:str, where:dict=None)->dict: return where_counts(key, self._c.values(), where)
     def count_chunks(self)->int: return len(self._c)
     def __len__(self): return len(self._c)
     def __repr__(self): return f"MemoryStore({len(self)} chunks)"
@@ -160,11 +161,13 @@ def add_channel(self:KnowledgeBase, name:str, # channel (and mode) name, e.g. "g
 def search(self:KnowledgeBase, question:str, # the user's question
            where:dict=None, # metadata filter: source (glob), format, language, page, layer (see `store.check_where`)
            **kwargs)->tuple:
-    "Top-k `ScoredChunk`s and the retrieval trace (`Retriever.search` with this base's settings), among the chunks `where` selects."
+    "Top-k `ScoredChunk`s and the retrieval trace (`Retriever.search` with this base's settings), among the chunks `where` keeps (`EmptyFilterError` if none)."
     if where is None: return self.retriever.search(question, **kwargs)
-    allowed = set(self.store.filter_ids(check_where(where)))
+    w = check_where(where)
+    allowed = set(self.store.filter_ids(w))
+    if not allowed: raise empty_filter_error(w, self.store.where_values)   # names the values the base has instead
     res, trace = self.retriever.search(question, allowed=allowed, **kwargs)
-    trace["where"] = check_where(where); return res, trace
+    trace["where"] = w; return res, trace
 
 @patch
 def language_of(self:KnowledgeBase, question:str, # a query

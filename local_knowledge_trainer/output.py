@@ -12,15 +12,9 @@ from pathlib import Path
 from typing import Optional
 from .core import to_jsonable, read_json
 
-# %% ../nbs/22_output.ipynb #e8631151
+# %% ../nbs/22_output.ipynb #d578b4e2
 _SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|CREDENTIALS?|AUTH)(_|$)", re.I)
 _NOT_SECRET = {"true", "false", "none", "null", "yes", "no", "on", "off"}
-_SECRET_SHAPES = (   # (text every match holds, pattern, replacement): secrets recognised by their shape, whatever the environment says
-    ("Bearer", re.compile(r"Bearer\s+[A-Za-z0-9._\-]{8,}"), "***REDACTED***"),
-    ("sk", re.compile(r"\bsk(?:-|%2[dD])(?:[A-Za-z0-9_\-]|%2[dD]){8,}"), "***REDACTED***"),   # OpenAI-style keys, also URL-encoded
-    ("_", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}|\bgithub_pat_[A-Za-z0-9_]{22,}"), "***REDACTED***"),   # GitHub tokens
-    ("A", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "***REDACTED***"),   # AWS access key ids
-    ("://", re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*:)[^@/?#\s]+(@)"), r"\1***REDACTED***\2"))   # scheme://user:PASSWORD@host
 
 def _dotenv(path:Path)->dict:
     "The variables a .env file sets (python-dotenv, no interpolation); {} when there is no such file."
@@ -68,18 +62,94 @@ def _url_regex(spelled:tuple)->re.Pattern:
     "One regex matching each of the `spellings`, every character as written or URL-encoded."
     return re.compile("|".join("".join(map(_url_char, s)) for s in spelled))
 
+# %% ../nbs/22_output.ipynb #dd7d918b
+_REDACTED = "***REDACTED***"
+_SKIPPED = {   # detect-secrets plugins left out, and why
+    "HexHighEntropyString": "a 64-hex chunk id or SHA-256 has ~3.9 bits a character, over its 3.0 limit: every id would go",
+    "IPPublicDetector": "flags 0.0.0.0 and version numbers such as 3.1.4.2; an address is not a credential"}
+_KEYWORDED = {"KeywordDetector", "IbmCloudIamDetector", "CloudantDetector", "SoftlayerDetector", "IbmCosHmacDetector"}
+_KEYWORD = re.compile(r"key|pw|pass|token|secret|contrase|cloudant|softlayer", re.I)   # every _KEYWORDED pattern needs one of these
+_SECRET_SHAPES = (   # (text every match holds, pattern): what detect-secrets 1.5 does not know
+    ("Bearer", re.compile(r"Bearer\s+[A-Za-z0-9._\-]{8,}")),   # an Authorization header's token
+    ("sk", re.compile(r"\bsk(?:-|%2[dD])(?:[A-Za-z0-9_\-]|%2[dD]){8,}")),   # sk-… keys without OpenAI's T3BlbkFJ marker, also URL-encoded
+    ("hf_", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),   # Hugging Face tokens
+    ("github_pat_", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),   # GitHub's fine-grained tokens
+    ("://:", re.compile(r"(?<=://:)[^\s:/?#\[\]@]+(?=@)")))   # a URL password without a user name (redis://:PASSWORD@host)
+_KEY_REST = re.compile(r'[A-Z0-9 ]*-----(?:(?:(?!-----BEGIN ).)*?-----END [A-Z0-9 ]*-----|(?:[ \t]*\r?\n[A-Za-z0-9+/=]+(?=[ \t]*\r?\n|"|\Z))*)', re.S)
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
+
+@functools.lru_cache(maxsize=1)
+def _detectors()->tuple:
+    "detect-secrets' plugins (imported on first use): [(pattern, value group, needs a keyword, private key)], and (word pattern, entropy, limit) of its Base64 entropy plugin."
+    import warnings
+    show = warnings.showwarning   # detect-secrets' logger turns on logging.captureWarnings: keep warnings as they were
+    try:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.plugins.base import RegexBasedDetector
+        from detect_secrets.plugins.keyword import QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
+    finally: warnings.showwarning = show
+    plugins = {c.__name__: c for c in get_mapping_from_secret_type_to_class().values() if c.__name__ not in _SKIPPED}
+    rxs = [(re.compile(r.pattern, r.flags | re.M), None, name in _KEYWORDED, name == "PrivateKeyDetector")
+           for name, c in sorted(plugins.items()) if issubclass(c, RegexBasedDetector) for r in c.denylist]
+    if "KeywordDetector" in plugins:   # its patterns for text that is not code: `password: "…"`, `secret = '…'`
+        rxs += [(r, g, True, False) for r, g in QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items()]
+    b64 = plugins.get("Base64HighEntropyString")
+    if b64 is None: return rxs, None
+    b64 = b64()   # unquoted words; one of n distinct characters has at most log2(n) bits, so shorter ones cannot pass the limit
+    n = math.floor(2 ** b64.entropy_limit) + 1
+    return rxs, (re.compile(f"[{re.escape(b64.charset)}]{{{n},}}"), b64.calculate_shannon_entropy, b64.entropy_limit)
+
+
+# %% ../nbs/22_output.ipynb #d3527ad7
+def _span(text:str, m:re.Match, group:int=None)->tuple:
+    "The secret in a detector's match: the value group, else the longest group unless it is only the token's kind (GitHub's `ghp`), else the match, to the token's end."
+    if group is None:
+        group = max(range(1, m.re.groups + 1), key=lambda i: len(m.group(i) or ""), default=0)
+        if group and len(m.group(group) or "") <= 6: group = 0
+    s, e = m.span(group)
+    while s < e and text[s] in " \t\r\n=:\"'": s += 1   # detect-secrets' patterns also match a delimiter around the value
+    while e > s and text[e - 1] in " \t\r\n\"'": e -= 1
+    return s, _TOKEN_TAIL.match(text, e).end()   # a fixed-length pattern (GitHub's 36) or a lazy one (a JWT's signature) stops early
+
+def _spans(text:str)->list:
+    "(start, end) of every secret detect-secrets' plugins and `_SECRET_SHAPES` find in `text` (also inside a JSON string)."
+    rxs, _ = _detectors()
+    seen = text.replace('\\"', ' "').replace("\\n", " \n")   # what the patterns read: JSON's \" and \n as a quote and a line end, same length
+    lines = sorted({(seen.rfind("\n", 0, m.start()) + 1, (seen.find("\n", m.end()) + 1 or len(seen) + 1) - 1) for m in _KEYWORD.finditer(seen)})
+    out = []
+    for rx, group, keyworded, pem in rxs:
+        for a, b in (lines if keyworded else [(0, len(seen))]):
+            for m in rx.finditer(seen, a, b):
+                if m.end() == m.start(): continue
+                s, e = _span(seen, m, group)
+                if pem and (k := _KEY_REST.match(seen, m.end())):   # a key's BEGIN line: the key runs to its END line (or while base64 lines do)
+                    s, e = s - 5 * (seen[s - 5:s] == "-----"), k.end()
+                out.append((s, e))
+    out += [m.span() for needle, rx in _SECRET_SHAPES if needle in seen for m in rx.finditer(seen)]
+    return out
+
+def _replace(text:str, spans:list)->str:
+    "`text` with each of the spans (overlapping or touching ones merged) replaced by ***REDACTED***."
+    out, at = [], None
+    for s, e in sorted(spans):
+        if e <= s: continue
+        if at is not None and s <= at: at = max(at, e); continue
+        out += [text[at or 0:s], _REDACTED]; at = e
+    return "".join(out) + text[at or 0:]
 
 def redact(text:str, # text about to be printed
            secrets:list=None, # values to hide (default: `secret_values()`)
           )->str:
-    "Replace secret values (in every spelling, also URL-encoded) and token-shaped strings by ***REDACTED***."
+    "Replace secret values (in every spelling, also URL-encoded) and what detect-secrets' plugins recognise by ***REDACTED***."
     sp = spellings(secret_values() if secrets is None else secrets)
-    for v in sp: text = text.replace(v, "***REDACTED***")
+    for v in sp: text = text.replace(v, _REDACTED)
     if sp and ("%" in text or "+" in text):   # URL-encoded spellings: the regex runs on the words holding a % or a + only
         rx = _url_regex(tuple(sp))
-        text = "".join(rx.sub("***REDACTED***", w) if "%" in w or "+" in w else w for w in re.split(r"(\s+)", text))
-    for needle, shape, to in _SECRET_SHAPES:
-        if needle in text: text = shape.sub(to, text)
+        text = "".join(rx.sub(_REDACTED, w) if "%" in w or "+" in w else w for w in re.split(r"(\s+)", text))
+    text = _replace(text, _spans(text))
+    if (b64 := _detectors()[1]):   # what is left: random-looking words (a key's base64 lines, unknown tokens)
+        words, entropy, limit = b64
+        text = _replace(text, [m.span() for m in words.finditer(text) if entropy(m.group()) > limit])
     return text
 
 # %% ../nbs/22_output.ipynb #ea410ebd

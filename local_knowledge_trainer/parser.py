@@ -9,7 +9,7 @@ __all__ = ['MAX_CHARS_PER_WORD', 'UTF8_DAMAGE_RATIO', 'WESTERN_SLACK', 'DAMAGE_W
            'parse_summary_table']
 
 # %% ../nbs/02_parser.ipynb #abd97a5c
-import ast, contextvars, errno, fnmatch, hashlib, io, logging, os, re, stat, unicodedata
+import ast, contextvars, errno, fnmatch, hashlib, io, logging, os, re, stat
 from contextlib import contextmanager
 from bisect import bisect_left
 from collections import Counter, defaultdict
@@ -22,7 +22,7 @@ from .core import Chunk, Document, chunk_id, html_table, text_table, ParseError
 logging.getLogger("pdfminer").setLevel(logging.ERROR)  # pdfminer's FontBBox chatter is not actionable for users
 
 # %% ../nbs/02_parser.ipynb #27f04136
-from .text import word_spans, count_words, detect_language, identify_language, cjk_ratio, sentence_spans
+from .text import word_spans, count_words, detect_language, identify_language, cjk_ratio, sentence_spans, match_form
 
 # %% ../nbs/02_parser.ipynb #773eebf8
 def _check_sizes(chunk_size, chunk_overlap):
@@ -254,15 +254,13 @@ def decode_bytes(data:bytes, # the file's bytes
 @dataclass
 class Unit:
     "A piece of a document that chunks never cross: a page, section, code block, statement or whole file."
-    text:str # NFKC-normalised, stripped text of the unit
+    text:str # the unit's text as written in the file, stripped
     page:Optional[int]=None # 1-based PDF page
     section:Optional[str]=None # section path / code block name
     metadata:dict=field(default_factory=dict) # per-unit extras copied into each chunk (lineno, kind, table, …)
 
-def _norm(s:str)->str: return unicodedata.normalize("NFKC", s).strip()
-
 def _unit(text, page=None, section=None, **meta)->Unit:
-    return Unit(_norm(text), page, _norm(section) if section else section, meta)
+    return Unit(text.strip(), page, match_form(section).strip() if section else section, meta)
 
 # %% ../nbs/02_parser.ipynb #dfe71d96
 def _ranges(nums:list)->str:
@@ -339,20 +337,33 @@ def _line_offsets(text:str)->list:
         pos += len(ln); offs.append(pos)
     return offs
 
+def _merge_bare(secs:list, blank)->list:
+    "Sections [first line, end line, path, level, bare] with every heading-only (bare) one joined to a neighbour that has a body."
+    out, start = [], None   # start: first line of bare headings waiting for the body of their first subsection
+    for i, (a, b, path, level, bare) in enumerate(secs):
+        if start is not None: a, start = start, None
+        if not bare: out.append([a, b, path, level]); continue
+        nxt = secs[i + 1] if i + 1 < len(secs) else None
+        if nxt is not None and nxt[3] > level: start = a                     # into its first subsection
+        elif out and not blank(out[-1][0], out[-1][1]): out[-1][1] = b      # else into the section before it
+        elif nxt is not None: start = a                                     # else into the next section
+        else: out.append([a, b, path, level])                               # a file that is only headings
+    return out
+
 def _sections_from_headings(text:str, heads:list)->list:
-    "Units from (line0, level, title) headings: each runs from its heading to the next one."
+    "Units from (line0, level, title, body line0) headings: each runs from its heading to the next one; heading-only ones merge."
     offs = _line_offsets(text)
     nl = len(offs) - 1
-    units, stack = [], []
+    secs, stack = [], []
+    blank = lambda a, b: not text[offs[a]:offs[b]].strip()
     first = heads[0][0] if heads else nl
-    if first > 0: units.append(_unit(text[:offs[first]], section=None, lineno=1, level=0))
-    for k, (line0, level, title) in enumerate(heads):
+    if first > 0: secs.append([0, first, None, 0, False])
+    for k, (line0, level, title, body0) in enumerate(heads):
         nxt = heads[k + 1][0] if k + 1 < len(heads) else nl
         while stack and stack[-1][0] >= level: stack.pop()
         stack.append((level, title.strip()))
-        path = " > ".join(t for _, t in stack)
-        units.append(_unit(text[offs[line0]:offs[nxt]], section=path, lineno=line0 + 1, level=level))
-    return units
+        secs.append([line0, nxt, " > ".join(t for _, t in stack), level, blank(min(body0, nxt), nxt)])
+    return [_unit(text[offs[a]:offs[b]], section=path, lineno=a + 1, level=level) for a, b, path, level in _merge_bare(secs, blank)]
 
 def _markdown_units(text:str):
     from markdown_it import MarkdownIt
@@ -365,7 +376,7 @@ def _markdown_units(text:str):
     heads = []
     for i, t in enumerate(tokens):
         if t.type == "heading_open" and t.level == 0 and t.map:
-            heads.append((t.map[0], int(t.tag[1]), tokens[i + 1].content if i + 1 < len(tokens) else ""))
+            heads.append((t.map[0], int(t.tag[1]), tokens[i + 1].content if i + 1 < len(tokens) else "", t.map[1]))
     return units + _sections_from_headings(text, heads), warnings
 
 # %% ../nbs/02_parser.ipynb #de13a3e4
@@ -374,7 +385,7 @@ _RST_SETTINGS = dict(report_level=5, halt_level=5, warning_stream=False, file_in
                      _disable_config=True, character_level_inline_markup=False, line_length_limit=1_000_000)
 
 def _rst_headings(text:str)->list:
-    "(line0, level, title) of the section titles docutils finds: line0 is the overline's or the title's line (0-based)."
+    "(line0, level, title, body line0) of the section titles docutils finds: line0 is the overline's or the title's line (0-based)."
     from docutils import frontend, nodes, utils
     from docutils.parsers.rst import Parser
     parser = Parser()
@@ -391,7 +402,7 @@ def _rst_headings(text:str)->list:
         level, p = 0, sec
         while p is not None:
             level += isinstance(p, nodes.section); p = p.parent
-        heads.append((t - 1 if over else t, level, lines[t].strip()))
+        heads.append((t - 1 if over else t, level, lines[t].strip(), u + 1))
     return sorted(heads)
 
 def _rst_units(text:str):
@@ -642,17 +653,17 @@ _READERS = {"markdown": _markdown_units, "rst": _rst_units, "python": _python_un
 
 def _chunks_from_units(source:str, units:list, chunk_size:int, chunk_overlap:int, fmt:str,
                        max_tokens:int=None, count_tokens:Callable=None, max_chars:int=None)->tuple:
-    "Chunks of all units with deterministic ids (identical texts collapse, equal 100-char prefixes get salts) and links."
+    "Chunks of all units with deterministic ids (of the matching form: identical texts collapse, equal 100-char prefixes get salts) and links."
     chunks, by_text, prefix_n, dups = [], {}, Counter(), 0
     for ui, u in enumerate(units):
         spans = cap_spans(u.text, pack_paragraphs(u.text, chunk_size, chunk_overlap), max_chars or MAX_CHARS_PER_WORD * chunk_size)
         if max_tokens: spans = fit_spans(u.text, spans, count_tokens, max_tokens)
         for a, b in spans:
-            t = u.text[a:b]
-            if t in by_text: dups += 1; continue
-            salt = prefix_n[t[:100]]; prefix_n[t[:100]] += 1
-            cid = chunk_id(source, t, salt)
-            by_text[t] = cid
+            t = u.text[a:b]; key = match_form(t)   # the text as written is stored; the id hashes the matching form
+            if key in by_text: dups += 1; continue
+            salt = prefix_n[key[:100]]; prefix_n[key[:100]] += 1
+            cid = chunk_id(source, key, salt)
+            by_text[key] = cid
             chunks.append(Chunk(id=cid, text=t, source=source, page=u.page, section=u.section,
                                 metadata={**u.metadata, "unit": ui, "format": fmt}, start=a, end=b))
     for p, n in zip(chunks, chunks[1:]): p.next_id, n.prev_id = n.id, p.id

@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['MAX_K', 'MAX_QUESTION', 'MAX_PATH', 'Mode', 'LOGGERS', 'WRITER_SLICE', 'WRITER_NICE', 'MAX_JOBS', 'STATIC', 'READS',
-           'READ_POSTS', 'ServeError', 'SearchRequest', 'FeedbackRequest', 'IngestRequest', 'manifest_generation',
-           'publish_key', 'Job', 'ingest_json', 'validation_json', 'ErrorBody', 'create_app', 'run_server']
+           'READ_POSTS', 'SERVE_RECORD', 'ServeError', 'SearchRequest', 'FeedbackRequest', 'IngestRequest',
+           'manifest_generation', 'publish_key', 'Job', 'ingest_json', 'validation_json', 'ErrorBody', 'create_app',
+           'write_serve_record', 'remove_serve_record', 'run_server']
 
 # %% ../nbs/23_serve.ipynb #de3c3a0d
-import contextlib, copy, hmac, json, logging, os, queue, sys, tempfile, threading, time, uuid
+import contextlib, copy, hmac, json, logging, os, queue, socket, sys, tempfile, threading, time, uuid
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 import local_knowledge_trainer as _pkg
 from . import __version__
-from .core import LKTError, is_loopback, read_json
+from .core import LKTError, atomic_write_text, is_loopback, read_json
 from .parser import confined_reads, read_confined
 from .persist import confine
 from .output import clean_json, redact, response_json, secret_values
@@ -336,6 +337,7 @@ class _Service:
         self._lock, self._reload_lock, self._writing = threading.Lock(), threading.Lock(), threading.Lock()
         self._jobs, self._queue, self._worker, self._watcher = {}, queue.Queue(), None, None
         self._stop, self.reloads, self._seen = threading.Event(), 0, None
+        self.on_swap = None   # called with each newly served `_Served` (run_server: keep the base's server record current)
         self.served = self._open_served(publish_key(self.persist_dir))
 
     def _trainer(self, embedder=None, **over)->KnowledgeTrainer:
@@ -390,6 +392,9 @@ class _Service:
             if done: self._close(old)
             self._seen = None
             _log.info("serving generation %s (%d chunks)", new.generation, new.kt.store.count_chunks())
+            if self.on_swap is not None:
+                try: self.on_swap(new)
+                except Exception as e: _log.warning("after the reload: %s: %s", type(e).__name__, e)
             return True
 
     def check(self)->bool:
@@ -849,6 +854,31 @@ def create_app(persist_dir, # the base folder to serve (`--persist`)
 
     return app
 
+# %% ../nbs/23_serve.ipynb #6245d965
+SERVE_RECORD = "serve.json" # in the base folder: the running server (read by `lkt search`/`lkt answer`: cli.live_server)
+
+def write_serve_record(persist_dir, # the base folder being served
+                       host:str, # the address the server listens on
+                       port:int, # its TCP port
+                       token_required:bool, # whether clients must send a token (the token itself is never written)
+                       generation:int=None, # the generation served (default: the one on disk)
+                      )->Optional[Path]:
+    "Record this process as the base's server in `serve.json`; None (and a log line) when the folder cannot be written."
+    rec = {"host": host, "port": int(port), "pid": os.getpid(), "machine": socket.gethostname(), "token_required": bool(token_required),
+           "generation": manifest_generation(persist_dir) if generation is None else int(generation), "version": __version__,
+           "since": round(time.time(), 3)}
+    try: return atomic_write_text(Path(persist_dir) / SERVE_RECORD, json.dumps(rec, indent=1) + "\n")
+    except OSError as e:
+        _log.warning("cannot record the server in %s (%s): `lkt search` will not find it without --server", persist_dir, e); return None
+
+def remove_serve_record(persist_dir, # the base folder
+                       )->bool:
+    "Remove the base's server record if this process wrote it (a newer server may have replaced it); True when removed."
+    p = Path(persist_dir) / SERVE_RECORD
+    if read_json(p).get("pid") != os.getpid(): return False
+    try: p.unlink(); return True
+    except FileNotFoundError: return False
+
 # %% ../nbs/23_serve.ipynb #5892de2a
 @delegates(create_app, but=["token", "allow_roots"])
 def run_server(persist_dir, # the base folder to serve
@@ -869,6 +899,18 @@ def run_server(persist_dir, # the base folder to serve
     _install_redaction(_Redactor(secret_values() + ([token] if token else [])))   # uvicorn configured its loggers just now
     _log.info("serving %s on http://%s:%s/ (%s)", persist_dir, host, port, "token required" if token else
               "loopback, no token, " + ("writes allowed" if kwargs.get("writes") else "read-only"))
-    try: uvicorn.Server(config).run()
+    svc = app.state.lkt
+
+    class _Recorded(uvicorn.Server):
+        "uvicorn's server that records itself in the base folder once it listens (the port it got, for port=0)."
+        async def startup(self, sockets=None):
+            await super().startup(sockets)
+            if not self.started or self.should_exit: return
+            got = self.servers[0].sockets[0].getsockname()[1] if self.servers and self.servers[0].sockets else int(port)
+            rec = lambda s: write_serve_record(persist_dir, host, got, bool(token), s.generation)
+            if rec(svc.served) is not None: svc.on_swap = rec
+
+    try: _Recorded(config).run()
     except KeyboardInterrupt: pass   # uvicorn re-raises the Ctrl-C it shut down on: the server stopped as asked
+    finally: svc.on_swap = None; remove_serve_record(persist_dir)
     _log.info("stopped serving %s", persist_dir)

@@ -10,17 +10,17 @@ __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LLM_FAILED_HEADER
            'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
 
 # %% ../nbs/21_trainer.ipynb #5eb17f5b
-import contextlib, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings
+import contextlib, dataclasses, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings
 from pathlib import Path
 from types import MethodType
 from typing import Callable, Optional
 
 from fastcore.basics import patch, store_attr
 from fastcore.meta import delegates
-from tqdm.auto import tqdm
 import numpy as np
 
-from .core import Citation, Document, IngestResult, QueryResponse, LKTError
+from .core import Citation, Document, IngestResult, QueryResponse, LKTError, LanguageError, StageProgress
+from .core import normalize_language, quiet_model_bars
 from .core import JSON_MAX, NPY_HEADER_MAX, atomic_write_text, file_kind, html_table, load_npy, read_json, read_regular
 from .llm import LLMError, LLMFunction
 from .text import CJK_CHAR, sentence_spans
@@ -28,7 +28,7 @@ from .parser import DocumentParser
 from .store import EvidenceStore, clean_query, content_key, read_connection
 from .persist import LOCK_FILE, BaseBusyError, Strict, WriterLock, base_hazards, canonical_source, lock_holder, read_checked, remove_hazards
 from .embeddings import Embedder, EmbeddingCache, model_for_language, trusted_model
-from .vector_store import IndexMismatchError, load_store, make_vector_store, save_store
+from .vector_store import IndexMismatchError, backend_kind, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers, verify_files
 
 # %% ../nbs/21_trainer.ipynb #8ada40cb
@@ -56,7 +56,9 @@ def recorded_language(persist_dir, # a base folder
     "The main language recorded in the base's manifest.json (None: not recorded, or no readable manifest)."
     if not persist_dir: return None
     v = read_json(Path(persist_dir) / "manifest.json").get("language")
-    return v if isinstance(v, str) and v else None
+    if not isinstance(v, str) or not v: return None
+    try: return normalize_language(v)
+    except LanguageError: return v   # recorded by an LKT that took any word: kept as it is
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -158,16 +160,25 @@ def _language_change(was:str, now:str, old_model:Optional[str], model:str)->str:
     return (f"language {was!r} -> {now!r} is a rebuild: the base was built with {old_model} and {now!r} uses {model}, "
             f"so the next write re-embeds every chunk and records {now!r}")
 
+def _uncovered_language(emb, language:str)->Optional[str]:
+    "The warning for a base whose language its embedding model does not cover (an English-only model on a Portuguese base), else None."
+    langs = getattr(emb, "languages", None)
+    if langs is None or language in langs: return None
+    return (f"the embedding model {emb.name} covers only {', '.join(langs) or 'no language'}, but the base's language is {language!r}: "
+            f"questions in other languages are answered without the dense channel (by BM25 and full-text search only). Use the default "
+            f"multilingual model (leave embedding_model out: language={language!r} picks {model_for_language(language)}), "
+            "or language='en' for an English base")
+
 class KnowledgeTrainer:
     "Ingest documents into a persistent hybrid index and answer questions with cited evidence."
     def __init__(self, embedding_model=None, # model name or alias, local model directory, `EmbeddingBackend` or `Embedder`; None: the base's recorded model, else `model_for_language(language)`
-                 vector_store:str="auto", # auto (exact up to EXACT_MAX chunks, HNSW above) | faiss (HNSW) | chroma | numpy (exact)
-                 language:str=None, # the base's main language (en, pt, zh, multi, …), which chooses the default model; None: the recorded one, else DEFAULT_LANGUAGE (pt)
+                 vector_store:str="auto", # auto (exact up to EXACT_MAX chunks, HNSW above) | faiss (HNSW) | chroma (or chromadb) | numpy (exact)
+                 language:str=None, # the base's main language: pt, en, zh or multi (names such as "english" or "pt-BR" too), which chooses the default model; None: the recorded one, else DEFAULT_LANGUAGE (pt)
                  device:str="cpu", # cpu | cuda
                  chunk_size:int=512, # words per chunk (a CJK character counts as a word)
                  chunk_overlap:int=64, # words shared by consecutive chunks
                  persist_dir:str="", # folder for the evidence store, vectors and cache; "" keeps everything in memory
-                 show_progress:bool=True, # tqdm progress bars on ingest
+                 show_progress:bool=True, # show each stage of an ingest on stderr: a bar on a terminal or in Jupyter, else one line per stage
                  build_graph:bool=True, # keep the entity graph up to date on every ingest and removal (False: built on first use)
                  tune_fusion:bool=True, # re-tune the fusion weights on the base's held-out probes when an ingest or removal changes it enough
                  root:str=None, # folder sources are named relative to (None: the base's recorded root, else the base folder's parent)
@@ -177,7 +188,9 @@ class KnowledgeTrainer:
                  **vector_kw, # backend parameters, e.g. M, ef_construction, ef_search
                 ):
         store_attr("show_progress,lock_timeout,warm", chunk_size=int(chunk_size), chunk_overlap=int(chunk_overlap),
-                   auto_graph=bool(build_graph), auto_tune=bool(tune_fusion), vector_backend=vector_store, vector_kw=vector_kw)
+                   auto_graph=bool(build_graph), auto_tune=bool(tune_fusion), vector_backend=backend_kind(vector_store), vector_kw=vector_kw)
+        language = None if language is None else normalize_language(language)
+        quiet_model_bars()   # the model libraries draw no bars of their own where LKT draws none
         self.persist_dir = Path(persist_dir) if persist_dir else None
         self._root_arg = os.path.realpath(root) if root else None
         old_model, where = _recorded_in(self.persist_dir)
@@ -193,6 +206,7 @@ class KnowledgeTrainer:
             emb = Embedder(embedding_model, device=device)
             if self.persist_dir: emb.cache = ReadOnlyCache(self.persist_dir / "cache")   # the writer swaps in a writable one
         self.language_change = _language_change(was, self.language, old_model, emb.name) if moved else None
+        if (w := _uncovered_language(emb, self.language)): warnings.warn(w, stacklevel=2)
         self._emb, self._rebuild_requested, self._rebuild_pending = emb, bool(rebuild), bool(rebuild)
         self.llm, self.llm_name, self.llm_timeout = None, None, 60.0
         self.reconciled, self.pending, self.actions = {"added": 0, "removed": 0}, {"missing": 0, "extra": 0}, []
@@ -442,10 +456,14 @@ def set_graph_weight(self:KnowledgeTrainer, weight:float=0.35, # RRF weight of t
 # %% ../nbs/21_trainer.ipynb #a00c98a1
 @patch(as_prop=True)
 def stats(self:KnowledgeTrainer)->dict:
-    "Counts and configuration: documents, chunks, entities, relations, graph_built, model, dim, language, backend."
+    "Counts and configuration: documents, chunks, entities, relations (the graph's edges), graph_built, model, dim, language, backend."
     n = self.store.count
     ents = n("entities")
-    return {"documents": n("documents"), "chunks": n("chunks"), "entities": ents, "relations": n("relations"),
+    if ents:   # one count of relations: the graph's edges, as the graph recorded them (not the evidence rows)
+        from local_knowledge_trainer.graph import stored_counts
+        g = stored_counts(self.store)
+    else: g = {"entities": 0, "relations": 0}
+    return {"documents": n("documents"), "chunks": n("chunks"), "entities": g["entities"], "relations": g["relations"],
             "graph_built": self._graph_builder is not None or ents > 0,
             "embedding_model": self.embedder.name, "dim": self.embedder.dim, "language": self.language,
             "vector_store": getattr(self.vectors, "kind", self.kb.vector_backend), "vectors": len(self.vectors),
@@ -533,11 +551,10 @@ def _reconcile(self:KnowledgeTrainer):
     extra, missing = sorted(have - S), [i for i in order if i not in have]
     if extra: kb.remove(extra, store=False)
     if self.persist_dir is not None: extra = sorted(set(extra) | (self._published - S))   # dropped in memory when loaded
-    bar = tqdm(total=len(missing), desc="embed missing", unit="chunk", disable=not (self.show_progress and len(missing) > INGEST_BATCH))
-    for s in range(0, len(missing), INGEST_BATCH):   # in batches: memory holds one batch of texts and vectors at a time
-        chunks = st.get_chunks(missing[s:s + INGEST_BATCH])
-        kb.add(chunks, self.embedder.embed_chunks(chunks), store=False); bar.update(len(chunks))
-    bar.close()
+    with StageProgress(show=self.show_progress and len(missing) > INGEST_BATCH) as rep:
+        for s in range(0, len(missing), INGEST_BATCH):   # in batches: memory holds one batch of texts and vectors at a time
+            chunks = st.get_chunks(missing[s:s + INGEST_BATCH])
+            kb.add(chunks, self.embedder.embed_chunks(chunks), store=False); rep("embed missing", s + len(chunks), len(missing), "chunks")
     lex = kb.lexical   # built from the store when it was loaded; another writer may have changed the store since
     add = [i for i in order if i not in lex]
     if add or len(lex) + len(add) != len(S):
@@ -810,13 +827,14 @@ def _stored_name(self:KnowledgeTrainer, source:str)->Optional[str]:
 
 
 @patch
-def _store_batch(self:KnowledgeTrainer, docs:list, report:Callable, progress:dict, bar)->tuple:
+def _store_batch(self:KnowledgeTrainer, docs:list, rep:StageProgress, progress:dict)->tuple:
     "The chunks of one batch of new or changed documents and their vectors, embedded through the cache with a progress report every 64."
     chunks = [c for d in docs for c in d.chunks]
     parts = []
+    if chunks: rep("embed", progress["chunks"], progress["total"], "chunks")
     for i in range(0, len(chunks), 64):   # a progress report every 64 chunks
         parts.append(self.embedder.embed_chunks(chunks[i:i + 64]))
-        progress["chunks"] += len(parts[-1]); bar.update(len(parts[-1])); report("embed", progress["chunks"], progress["total"])
+        progress["chunks"] += len(parts[-1]); rep("embed", progress["chunks"], progress["total"], "chunks")
     X = np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), np.float32)
     return chunks, X
 
@@ -861,9 +879,15 @@ def _check_layer(layer)->str:
     return layer
 
 def _same_labels(meta:dict, labels:dict)->bool:
-    "Whether a stored document's metadata has this ingest's chunking, layer and source note (a document stored before layers is primary)."
+    "Whether a stored document's metadata has this ingest's chunking, layer, source note and metadata of its own (a document stored before layers is primary)."
     return (meta.get("chunking") == labels["chunking"] and meta.get("layer", "primary") == labels["layer"]
-            and meta.get("source_note") == labels["source_note"])
+            and meta.get("source_note") == labels["source_note"]
+            and {k: meta.get(k) for k in meta.get("user_keys", ())} == labels.get("user", {}))
+
+@patch
+def _labels_of(self:KnowledgeTrainer, source:str, labels:dict)->dict:
+    "The labels of one document: the ingest's, with the layer, note and metadata its own metadata gives (`ingest_texts`' documents)."
+    return {**labels, "user": {}, **(getattr(self, "_text_meta", None) or {}).get(source, {})}
 
 @patch
 @contextlib.contextmanager
@@ -901,7 +925,7 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
            build_graph:bool=None, # sync the entity graph now (None: the trainer's `build_graph`; a graph in use is always synced)
            sync:bool=False, # also remove stored sources under `path` whose files no longer exist (listed in `removed`)
            rebuild:bool=False, # re-embed every stored chunk with the trainer's model and rewrite the vector store
-           progress:Callable=None, # progress(stage, done, total): "parse" (files), "embed" (chunks; total estimated), then "publish"
+           progress:Callable=None, # progress(stage, done, total): "parse" (files), "embed" (chunks; total estimated), the graph's stages, then "publish" (done and total None)
            engine:str="local", # "local", or "ray": parse and embed on a Ray cluster (`pip install local_knowledge_trainer[cluster]`)
            ray_address:str=None, # the Ray cluster's address with engine="ray" (None: start a local one)
            batch_chunks:int=INGEST_BATCH, # chunks per committed batch (without the gate)
@@ -917,49 +941,48 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
     if not Path(path).exists():
         raise LKTError(f"{path}: no such file or folder — check the path (relative paths start at {Path.cwd()})")
     layer, note = _check_layer(layer), (str(source_note) if source_note is not None else None)
-    with self._writing(f"ingest {Path(path).as_posix()}", rebuild=rebuild), self._progress_to(progress):
+    # one reporter, one stage at a time (parse and embed alternate batch by batch); it ends after the publish, so "publish" times it
+    with StageProgress(progress, self.show_progress) as rep, self._writing(f"ingest {Path(path).as_posix()}", rebuild=rebuild), \
+         self._progress_to(progress):
         files = self._files(parser, path)
         res, batch, gated, n_batch, stored, approved = IngestResult(total_docs=len(files)), [], [], 0, 0, []
-        report = progress or (lambda stage, done=None, total=None: None)
         count = {"chunks": 0, "total": 0}
         labels = {"chunking": _chunking(parser), "layer": layer, "source_note": note}
         files, stats = self._unread(files, labels, res)   # unchanged by size and mtime: not even opened
-        report("parse", len(res.unchanged), res.total_docs)
-        quiet = not self.show_progress
-        fbar = tqdm(total=res.total_docs, initial=len(res.unchanged), desc="parse", unit="file", disable=quiet)
-        cbar = tqdm(total=0, desc="embed", unit="chunk", disable=quiet)
+        rep("parse", len(res.unchanged), res.total_docs, "files")
         def flush():
             nonlocal batch, n_batch, stored
-            if batch: stored += self._commit_batch(batch, *self._store_batch(batch, report, count, cbar)); approved.extend(d.source for d in batch)
+            if batch: stored += self._commit_batch(batch, *self._store_batch(batch, rep, count)); approved.extend(d.source for d in batch)
             batch, n_batch = [], 0
-        try:
-            n0 = len(res.unchanged)
-            for n, (doc, X) in enumerate(self._documents(parser, files, engine, ray_address), 1):
-                fbar.update(1); report("parse", n0 + n, res.total_docs)
-                for w in doc.warnings: res.warnings.append({"source": doc.source, "warning": w})
-                if doc.status == "failed": res.errors.append({"source": doc.source, "reason": doc.reason}); continue
-                if doc.status == "skipped": res.skipped.append({"source": doc.source, "reason": doc.reason}); continue
-                doc.metadata.update({k: v for k, v in labels.items() if v is not None}, file_stat=None if doc.source.startswith(TEXT_PREFIX) else stats.get(doc.source))
-                for c in doc.chunks: c.metadata.update(layer=layer, **({"source_note": note} if note else {}))
-                old = self.store.get_document(doc.source)
-                om = (old or {}).get("metadata") or {}
-                if old and old["content_hash"] == doc.content_hash and _same_labels(om, labels):
-                    if om.get("file_stat") != doc.metadata["file_stat"]: self.store.set_document_metadata(doc.source, {**om, "file_stat": doc.metadata["file_stat"]})
-                    res.unchanged.append(doc.source); continue   # touched, not changed: the new mtime is recorded, so next time it is not read
-                if X is not None and len(doc.chunks): self.embedder.put_chunks(doc.chunks, X)   # Ray's vectors: the embed below reads them
-                if hypothesis_test: gated.append(doc); continue
-                batch.append(doc); n_batch += len(doc.chunks)
-                count["total"] = int(round((count["chunks"] + n_batch) * len(files) / n))   # chunks expected for the folder, from the files so far
-                cbar.total = max(count["total"], count["chunks"] + n_batch); cbar.refresh()
-                if n_batch >= batch_chunks: flush()
-            flush()
-        finally: fbar.close(); cbar.close()
+        n0 = len(res.unchanged)
+        for n, (doc, X) in enumerate(self._documents(parser, files, engine, ray_address), 1):
+            rep("parse", n0 + n, res.total_docs, "files")
+            for w in doc.warnings: res.warnings.append({"source": doc.source, "warning": w})
+            if doc.status == "failed": res.errors.append({"source": doc.source, "reason": doc.reason}); continue
+            if doc.status == "skipped": res.skipped.append({"source": doc.source, "reason": doc.reason}); continue
+            dl = self._labels_of(doc.source, labels)
+            doc.metadata.update(dl["user"])   # a document's own metadata (`ingest_texts`), under LKT's own keys
+            doc.metadata.update({k: v for k, v in dl.items() if v is not None and k != "user"}, **({"user_keys": sorted(dl["user"])} if dl["user"] else {}),
+                                file_stat=None if doc.source.startswith(TEXT_PREFIX) else stats.get(doc.source))
+            for c in doc.chunks: c.metadata.update(dl["user"], layer=dl["layer"], **({"source_note": dl["source_note"]} if dl["source_note"] else {}))
+            old = self.store.get_document(doc.source)
+            om = (old or {}).get("metadata") or {}
+            if old and old["content_hash"] == doc.content_hash and _same_labels(om, dl):
+                if om.get("file_stat") != doc.metadata["file_stat"]: self.store.set_document_metadata(doc.source, {**om, "file_stat": doc.metadata["file_stat"]})
+                res.unchanged.append(doc.source); continue   # touched, not changed: the new mtime is recorded, so next time it is not read
+            if X is not None and len(doc.chunks): self.embedder.put_chunks(doc.chunks, X)   # Ray's vectors: the embed below reads them
+            if hypothesis_test: gated.append(doc); continue
+            batch.append(doc); n_batch += len(doc.chunks)
+            count["total"] = max(int(round((count["chunks"] + n_batch) * len(files) / n)), count["chunks"] + n_batch)   # chunks expected for the folder, from the files so far
+            if n_batch >= batch_chunks: flush()
+        flush()
         if gated:   # the gate tests the candidates together (its error control is over all of them): one batch
             count["total"] = sum(len(d.chunks) for d in gated)
-            with tqdm(total=count["total"], desc="embed", unit="chunk", disable=quiet) as bar: chunks, X = self._store_batch(gated, report, count, bar)
+            chunks, X = self._store_batch(gated, rep, count)
+            rep.close()   # the gate shows its own stages
             from local_knowledge_trainer.gate import IngestGate
             gate = IngestGate(self.kb, hypothesis_test=hypothesis_test, probe_queries=probe_queries, strict=strict,
-                              on_reject=on_reject, **{"show_progress": not quiet, **gate_kw})
+                              on_reject=on_reject, **{"show_progress": self.show_progress, **gate_kw})
             g = gate.evaluate(gated, {c.id: v for c, v in zip(chunks, X)}, progress=progress)
             res.statistical_report, res.rejected_docs = g, list(g.rejected)
             todo = gated
@@ -977,12 +1000,13 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
             with self.store.transaction():
                 for s in gone: removed += self.store.remove_source(s)
             if removed: self.kb.remove(removed, store=False)
+        rep.close()   # the graph shows its own stages
         if approved or gone or (gated and on_reject == "keep"):
             if (self.auto_graph if build_graph is None else build_graph) or self._graph_builder is not None or \
                (gone and self.store.count("entities")): self._sync_graph()
             self._maybe_tune()
             self._dirty = True
-        report("publish")
+        rep("publish")
     res.chunks, res.removed, res.approved_docs = stored, gone, approved
     res.elapsed_s = round(time.perf_counter() - t0, 3)
     return res
@@ -990,27 +1014,55 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
 TEXT_PREFIX = "mem://"   # the sources of documents ingested from memory (`ingest_texts`): never files, never removed by `sync`
 _TEXT_EXT = {"text": ".txt", "markdown": ".md", "rst": ".rst", "python": ".py", "java": ".java", "sql": ".sql"}
 
+_RESERVED = ("chunking", "file_stat", "user_keys")   # metadata keys LKT writes itself: a document's own metadata may not set them
+
+def _as_document(x, n:int)->tuple:
+    "(name, text, metadata) of one item of `ingest_texts`: a text, or a document as a dict or an object (`text`/`content`, `metadata`/`meta`, `id`)."
+    if isinstance(x, str): return hashlib.sha256(x.encode()).hexdigest()[:16], x, {}
+    get = (lambda k: x.get(k)) if isinstance(x, dict) else (lambda k: getattr(x, k, None))
+    text = next((v for v in (get("text"), get("content")) if v is not None), None)
+    if not isinstance(text, str):
+        raise LKTError(f"ingest_texts: item {n} is a {type(x).__name__} without text — give a string, or a document such as "
+                       '{"text": "…", "metadata": {"layer": "secondary"}}')
+    meta = next((v for v in (get("metadata"), get("meta")) if v is not None), {})
+    if not isinstance(meta, dict): raise LKTError(f"ingest_texts: the metadata of item {n} is a {type(meta).__name__}, not a dict")
+    name = next((v for v in (get("name"), get("id"), get("id_")) if isinstance(v, str) and v), None)
+    return name or hashlib.sha256(text.encode()).hexdigest()[:16], text, dict(meta)
+
+def _own_labels(name:str, meta:dict)->dict:
+    "What a document's own metadata sets: its layer and source note, and the rest as its metadata (JSON values)."
+    bad = sorted(set(meta) & set(_RESERVED))
+    if bad: raise LKTError(f"ingest_texts: {name}: the metadata key(s) {', '.join(map(repr, bad))} are LKT's own — rename them")
+    try: json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as e: raise LKTError(f"ingest_texts: {name}: the metadata must be JSON (strings, numbers, lists, dicts): {e}") from None
+    user = {k: v for k, v in meta.items() if k not in ("layer", "source_note")}
+    return {**({"layer": _check_layer(meta["layer"])} if "layer" in meta else {}),
+            **({"source_note": None if meta["source_note"] is None else str(meta["source_note"])} if "source_note" in meta else {}), "user": user}
+
 @patch
 @delegates(KnowledgeTrainer.ingest, but=["path", "include", "exclude", "password", "sync", "engine", "ray_address"])
-def ingest_texts(self:KnowledgeTrainer, texts, # {name: text}, or a list of texts (named by the SHA-256 of each)
+def ingest_texts(self:KnowledgeTrainer, texts, # {name: text}; a list of texts (named by their SHA-256); or a list of documents {"text", "metadata", "id"} (LlamaIndex, Haystack: "content", "meta")
                  format:str="text", # how to read them: text, markdown, rst, python, java or sql
                  **kwargs)->IngestResult:
-    "Ingest documents held in memory, each stored as `mem://NAME` and then handled exactly like a file (chunks, gate, layers, citations)."
+    "Ingest documents held in memory, each stored as `mem://NAME` and then handled exactly like a file (chunks, gate, layers, citations); a document's metadata is kept with it and its `layer` is what `where` selects."
     if format not in _TEXT_EXT: raise LKTError(f"format {format!r}: use one of {', '.join(_TEXT_EXT)}")
-    if isinstance(texts, str): raise LKTError("ingest_texts takes a list of texts or a {name: text} dict, not one string — wrap it: [text]")
-    items = list(texts.items()) if isinstance(texts, dict) else [(hashlib.sha256(t.encode()).hexdigest()[:16], t) if isinstance(t, str) else (None, t) for t in texts]
-    for name, t in items:
+    if isinstance(texts, str): raise LKTError("ingest_texts takes a list of texts or documents, or a {name: text} dict, not one string — wrap it: [text]")
+    if isinstance(texts, dict) and not all(isinstance(t, str) for t in texts.values()) and ({"text", "content"} & set(texts)):
+        raise LKTError("ingest_texts takes a list of documents, not one document — wrap it: [document]")
+    items = [(n, t, {}) for n, t in texts.items()] if isinstance(texts, dict) else [_as_document(x, n) for n, x in enumerate(texts)]
+    for name, t, _ in items:
         if not isinstance(t, str): raise LKTError(f"ingest_texts: {name or 'an item'} is a {type(t).__name__}, not text")
         if not isinstance(name, str) or not name.strip() or "\x00" in name: raise LKTError(f"ingest_texts: {name!r} is not a usable name")
-    if len({n for n, _ in items}) < len(items): raise LKTError("ingest_texts: two texts have the same name (a list repeats a text?)")
+    if len({n for n, *_ in items}) < len(items): raise LKTError("ingest_texts: two texts have the same name (a list repeats a text, or two documents an id?)")
+    own = {TEXT_PREFIX + n.removeprefix(TEXT_PREFIX): _own_labels(n, m) for n, _, m in items if m}
     import tempfile
     with tempfile.TemporaryDirectory(prefix="lkt-texts-") as td:
-        self._text_names = {}
-        for j, (name, t) in enumerate(items):
+        self._text_names, self._text_meta = {}, own
+        for j, (name, t, _) in enumerate(items):
             f = Path(td) / f"t{j:06d}{_TEXT_EXT[format]}"; f.write_text(t, encoding="utf-8")
             self._text_names[os.path.realpath(f)] = TEXT_PREFIX + name.removeprefix(TEXT_PREFIX)
         try: return self.ingest(td, **kwargs)
-        finally: self._text_names = None
+        finally: self._text_names = self._text_meta = None
 
 @patch
 def remove(self:KnowledgeTrainer, source:str, # a stored source, in any spelling of its path
@@ -1199,6 +1251,45 @@ def citations(self:KnowledgeTrainer, chunks:list, # `ScoredChunk`s
                      layer=c.layer or (c.metadata or {}).get("layer", "primary"), source_note=(c.metadata or {}).get("source_note")) for c in chunks]
 
 @patch
+def shown_source(self:KnowledgeTrainer, source:str, # a stored source name
+                )->str:
+    "How a source is shown: relative to the working folder when its file is inside it, else as stored (relative to the base's root, or absolute); never with '..'."
+    if "://" in source: return source   # mem://NAME: not a file
+    f, cwd = self._source_file(source), os.path.realpath(os.getcwd())
+    return Path(os.path.relpath(f, cwd)).as_posix() if f.startswith(cwd.rstrip(os.sep) + os.sep) else source
+
+_NOTES = {"uncovered": {"en": "Note: the embedding model {model} does not cover the language of this question ({lang}), so the passages "
+                              "below come from word search only (BM25 and full-text), without semantic matching. For semantic search in "
+                              "this language, use the default multilingual model (leave embedding_model out).",
+                        "pt": "Nota: o modelo de embeddings {model} não cobre a língua desta pergunta ({lang}); os trechos abaixo vêm só da "
+                              "busca por palavras (BM25 e texto completo), sem correspondência semântica. Para busca semântica nesta língua, "
+                              "use o modelo multilíngue padrão (omita embedding_model)."},
+          "uncovered_none": {"en": "Note: the embedding model {model} does not cover the language of this question ({lang}), so only word "
+                                   "search (BM25 and full-text) could look for passages, and it found none. For semantic search in this "
+                                   "language, use the default multilingual model (leave embedding_model out).",
+                             "pt": "Nota: o modelo de embeddings {model} não cobre a língua desta pergunta ({lang}); só a busca por palavras "
+                                   "(BM25 e texto completo) pôde procurar trechos, e não encontrou nenhum. Para busca semântica nesta língua, "
+                                   "use o modelo multilíngue padrão (omita embedding_model)."},
+          "nothing": {"en": "The knowledge base holds no passage that matches this question (confidence 0).",
+                      "pt": "A base de conhecimento não tem nenhum trecho que corresponda a esta pergunta (confiança 0)."}}
+
+def _note(kind:str, language:str, **kw)->str:
+    "A note an answer begins with, in the question's language (Portuguese, else English)."
+    return _NOTES[kind]["pt" if language == "pt" else "en"].format(**kw)
+
+@patch
+def _with_text(self:KnowledgeTrainer, question:str, chunks:list, trace:dict, k:int, where:dict=None)->tuple:
+    "Hybrid without its dense channel (the model does not cover the question's language): BM25's and the text channel's best passages, fused by RRF."
+    from local_knowledge_trainer.retrieval import rrf_fuse
+    text, tt = self.kb.search(question, k=k, mode="text", **({"where": where} if where is not None else {}))
+    fused = rrf_fuse({"sparse": [(c.id, c.score) for c in chunks], "text": [(c.id, c.score) for c in text]}, rrf_k=self.kb.rrf_k)
+    by = {c.id: c for c in text + chunks}
+    trace["channels"] = [*trace["channels"], "text"]; trace["weights"]["text"] = 1.0
+    trace["candidates"]["text"] = tt["candidates"].get("text", [])
+    trace["fused"] = [{"id": i, "score": s, "ranks": {c: v["rank"] for c, v in info.items()}} for i, s, info in fused]
+    return [dataclasses.replace(by[i], score=float(s), channels=info) for i, s, info in fused[:k]], trace
+
+@patch
 def query(self:KnowledgeTrainer, question:str, # the question
           k:int=5, # number of chunks to retrieve (an integer ≥ 1)
           mode:str="hybrid", # hybrid | dense | sparse | text | graph
@@ -1213,6 +1304,9 @@ def query(self:KnowledgeTrainer, question:str, # the question
     except sqlite3.Error as e:
         raise LKTError(f"the {mode!r} search could not run this question ({type(e).__name__}: {e}); rephrase it, or try mode='hybrid'") from None
     if mode == "hybrid": trace["fusion"] = fusion_summary(self.fusion, kb)
+    uncovered = mode == "hybrid" and bool((trace.get("skipped") or {}).get("dense"))
+    if uncovered: chunks, trace = self._with_text(question, chunks, trace, k, where)
+    chunks = [dataclasses.replace(c, source=self.shown_source(c.source)) for c in chunks]
     resp = QueryResponse(text="", source_chunks=chunks, question=question, mode=mode, trace=trace,
                          citations=self.citations(chunks, question), chunk_scores=[c.score for c in chunks])
     context = format_context(chunks, by_layer=True) if chunks else "(no matching evidence in the knowledge base)"
@@ -1243,11 +1337,15 @@ def query(self:KnowledgeTrainer, question:str, # the question
         try:
             self._adopt_saved()
             if chunks: self.answer_confidence(resp)
-            if resp.abstained:
+            if resp.abstained:   # the notice promises the closest passages: with none, it says there are none
                 from local_knowledge_trainer.confidence import abstention_notice
-                resp.text = f"{abstention_notice(question, resp.confidence)}\n\n{resp.text}"
+                notice = abstention_notice(question, resp.confidence) if chunks else _note("nothing", kb.language_of(question))
+                resp.text = f"{notice}\n\n{resp.text}"
         except Exception as e: trace["confidence"] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         trace["timings_ms"]["confidence"] = round((time.perf_counter() - t) * 1000, 3)
+    if uncovered:
+        lang = kb.language_of(question)
+        resp.text = f"{_note('uncovered' if chunks else 'uncovered_none', lang, model=self.embedder.name, lang=lang)}\n\n{resp.text}"
     trace["timings_ms"]["query_total"] = round((time.perf_counter() - t0) * 1000, 3)
     return resp
 

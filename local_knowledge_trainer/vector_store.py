@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'DEFAULT_EF_SEARCH', 'DEFAULT_EF_CONSTRUCTION', 'CALIBRATE_TARGET', 'EF_STEPS', 'EXACT_MAX',
-           'MANIFEST', 'VERIFY_FULL_MAX', 'SAMPLE_BLOCKS', 'SAMPLE_BYTES', 'IndexMismatchError', 'IndexCorruptedError',
-           'VectorStore', 'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'AutoStore', 'make_vector_store',
-           'NumpyParams', 'FaissParams', 'ChromaParams', 'AutoParams', 'StoreFile', 'ManifestFile', 'IdsFile',
-           'leftovers', 'cleanup_leftovers', 'generation_of', 'sampled_sha256', 'verify_files', 'save_store',
-           'read_manifest', 'load_store', 'hnsw_recall']
+           'BACKEND_ALIASES', 'MANIFEST', 'VERIFY_FULL_MAX', 'SAMPLE_BLOCKS', 'SAMPLE_BYTES', 'IndexMismatchError',
+           'IndexCorruptedError', 'VectorStore', 'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'AutoStore',
+           'backend_kind', 'make_vector_store', 'NumpyParams', 'FaissParams', 'ChromaParams', 'AutoParams', 'StoreFile',
+           'ManifestFile', 'IdsFile', 'leftovers', 'cleanup_leftovers', 'generation_of', 'sampled_sha256',
+           'verify_files', 'save_store', 'read_manifest', 'load_store', 'hnsw_recall']
 
 # %% ../nbs/05_vector_store.ipynb #aa4c4d9b
 import hashlib, json, mmap, os, re, shutil, struct, threading, time, uuid, warnings
@@ -462,15 +462,19 @@ class AutoStore(VectorStore):
 # %% ../nbs/05_vector_store.ipynb #b6f04d66
 _INSTALL = {"faiss": ("faiss", "pip install faiss-cpu"), "chroma": ("chromadb", "pip install 'local_knowledge_trainer[chroma]' (or pip install chromadb)")}
 
-def _backend(kind:str):
-    k = str(kind).lower()
-    if k in ("numpy", "exact", "flat"): return NumpyStore
-    if k in ("faiss", "hnsw", "faiss-hnsw"): return FaissHNSWStore
-    if k == "chroma": return ChromaStore
-    if k == "auto": return AutoStore
-    raise LKTError(f"unknown vector store kind {kind!r}: use 'auto', 'faiss', 'chroma' or 'numpy'.")
+BACKEND_ALIASES = {"auto": "auto", "faiss": "faiss", "hnsw": "faiss", "faiss-hnsw": "faiss", "chroma": "chroma", "chromadb": "chroma",
+                   "numpy": "numpy", "exact": "numpy", "flat": "numpy"}  # what a user may write -> the kind a base records
 
-def make_vector_store(kind:str="auto", # "auto" (exact up to EXACT_MAX rows, then HNSW), "faiss" (HNSW), "chroma" or "numpy" (exact)
+def backend_kind(kind:str, # a vector store kind or alias: auto, faiss (hnsw), chroma (chromadb), numpy (exact, flat)
+                )->str:
+    "The canonical kind of a vector store name: 'auto', 'faiss', 'chroma' or 'numpy'; LKTError naming the choices otherwise."
+    k = BACKEND_ALIASES.get(str(kind).strip().lower())
+    if k is None: raise LKTError(f"unknown vector store kind {kind!r}: use 'auto', 'faiss', 'chroma' (or 'chromadb') or 'numpy'.")
+    return k
+
+def _backend(kind:str): return {"numpy": NumpyStore, "faiss": FaissHNSWStore, "chroma": ChromaStore, "auto": AutoStore}[backend_kind(kind)]
+
+def make_vector_store(kind:str="auto", # "auto" (exact up to EXACT_MAX rows, then HNSW), "faiss" (HNSW), "chroma" ("chromadb") or "numpy" (exact)
                       dim:int=None, # vector dimension (the embedder's .dim)
                       **kw, # backend parameters (M, ef_search, path, …)
                      )->VectorStore:

@@ -24,6 +24,11 @@ def docs_build():
     return sys.modules[name]
 
 
+def pytest_configure(config):
+    "The `slow` marker: tests that take minutes, which `make test` deselects (-m 'not slow') and `make test-slow` runs."
+    config.addinivalue_line("markers", "slow: takes minutes (the kill loop, big simulations); run by `make test-slow`, not `make test`")
+
+
 def pytest_collection_modifyitems(session, config, items):
     "Notebooks before the docs, whatever order the files were given in (a stable sort keeps the order inside a file)."
     items.sort(key=lambda item: ORDER.get(item.path.name, 5))

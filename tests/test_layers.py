@@ -22,7 +22,7 @@ NOT_LAYERS = {"_modidx", "__init__"}
 LAZY = {"KnowledgeTrainer": "trainer", "KnowledgeBase": "index"}   # names the package resolves lazily (__init__.py)
 MODULES = sorted(p.stem for p in PKG.glob("*.py") if p.stem not in NOT_LAYERS)
 HEAVY_PRODUCT = ["torch", "sentence_transformers", "spacy", "scipy"]
-HEAVY_CLI = HEAVY_PRODUCT + ["sklearn", "pandas", "faiss"]
+HEAVY_CLI = HEAVY_PRODUCT + ["sklearn", "pandas", "faiss", "detect_secrets"]   # detect_secrets: output.redact imports it on first use
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
        "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)}
 

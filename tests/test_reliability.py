@@ -7,6 +7,8 @@ that imported LKT once, so a SIGKILL lands inside an ingest rather than inside t
 `bench/reliability.py` runs the same kill loop 100 times (`kill_loop`) and measures large files.
 
 LKT_KILLS=n changes the number of kills of `test_kill_loop` (default 50).
+The tests that take minutes (the kill loop, the five concurrent-writer rounds, the read-only mount with the real model) are
+marked `slow`: `make test` deselects them, `make test-slow` runs them.
 """
 import hashlib, json, os, random, shutil, signal, sqlite3, subprocess, sys, threading, time, traceback
 from pathlib import Path
@@ -557,6 +559,7 @@ def lab(tmp_path_factory, zyg):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # kills and injected crashes
+@pytest.mark.slow   # minutes: `make test-slow` runs it, `make test` leaves it out
 def test_kill_loop(tmp_path, zyg):
     "≥ KILLS SIGKILLs at random moments of an ingest into a base holding data: each time the base survives."
     res = kill_loop(KILLS, tmp_path, zyg)
@@ -582,6 +585,7 @@ def test_crash_at_publish_step(lab, point):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # concurrent writers, a reader during writes
+@pytest.mark.slow   # minutes: `make test-slow` runs it, `make test` leaves it out
 def test_concurrent_writers(lab):
     "Two processes ingest different folders into one base at once, 5 times: both succeed and nothing is lost."
     restore(lab.template, lab.base)
@@ -637,9 +641,12 @@ def test_reader_during_writes(lab):
     assert rep["final"]["vectors"] == rep["final"]["chunks"], f"after refresh() the reader still has a stale index: {rep['final']}"
 
 
-def test_second_writer_waits_then_names_the_holder(lab, tmp_path):
+def test_second_writer_waits_then_names_the_holder(lab, tmp_path, monkeypatch):
     "A second writer waits a bounded time, then fails naming the holder's PID and command; a killed holder frees the base at once."
+    import filelock
     from local_knowledge_trainer.persist import WriterLock, BaseBusyError
+    attempts, take = [], filelock.FileLock._acquire   # each try of the OS lock, counted (the real call is made)
+    monkeypatch.setattr(filelock.FileLock, "_acquire", lambda self, *a, **k: (attempts.append(self.lock_file), take(self, *a, **k))[1])
     restore(lab.template, lab.base)
     stop = str(tmp_path / "stop")
     pid, log = lab.zyg.start("hold_lock", persist=str(lab.base), stop=stop, command="lkt ingest held-by-test")
@@ -647,12 +654,14 @@ def test_second_writer_waits_then_names_the_holder(lab, tmp_path):
     while not Path(stop + ".held").exists():
         assert time.monotonic() < t_end, f"the holder never took the lock: {log.read_text()[-1500:]}"
         time.sleep(0.01)
-    t = time.perf_counter()
+    attempts.clear()
     with pytest.raises(BaseBusyError) as e: WriterLock(lab.base, timeout=0.5).acquire()
-    assert time.perf_counter() - t >= 0.4   # it waited its timeout (only a lower bound: a loaded machine is slower, never faster)
-    assert f"PID {pid}" in str(e.value) and "held-by-test" in str(e.value), str(e.value)
+    assert len(attempts) >= 2, f"the second writer gave up after {len(attempts)} try: it did not wait for the holder"
+    assert f"PID {pid}" in str(e.value) and "held-by-test" in str(e.value) and "waited 0.5 s" in str(e.value), str(e.value)
     os.kill(pid, signal.SIGKILL); assert lab.zyg.wait(pid) == -signal.SIGKILL
-    with WriterLock(lab.base, timeout=0): pass   # free at once: taken on the first try, no waiting (the OS released the dead holder's lock)
+    attempts.clear()
+    with WriterLock(lab.base, timeout=0): pass   # free at once: the OS released the dead holder's lock
+    assert len(attempts) == 1, f"taking a lock whose holder died needed {len(attempts)} tries"
     kt = trainer(lab.base); kt.ingest(lab.folders["a"])  # the next writer
     assert not agreement(kt, lab.base)
     kt.close()
@@ -1150,17 +1159,16 @@ def test_llm_faults(hostile_kt):
         f"set_llm has no timeout (default 60 s): {list(params)} — a hanging LLM blocks query() for ever (H2)"
     release = threading.Event()
     def boom(prompt): raise RuntimeError("model crashed")
-    def hang(prompt): release.wait(30); return "too late"
+    returned = []   # the LLMs that returned (the hanging one only after `release`)
+    def hang(prompt): release.wait(30); returned.append("hang"); return "too late"
     def number(prompt): return 42
     def none(prompt): return None
     q = f"{words[0]} {words[50]}"
     try:
         for fn, want in ((boom, "model crashed"), (hang, "time"), (number, "int"), (none, "None")):
             kt.set_llm(fn, timeout=1.0)
-            t = time.perf_counter()
             r = kt.query(q, k=3, mode="hybrid", return_confidence=False)
-            dt = time.perf_counter() - t
-            assert dt < 6, f"{fn.__name__}: query took {dt:.1f} s with a 1 s LLM timeout"
+            if fn is hang: assert not returned, "query waited for the hanging LLM (30 s) instead of its 1 s timeout"
             assert r.text.startswith(LLM_FAILED_HEADER.format(name=fn.__name__)) and r.llm_error == r.trace.get("llm_error") and r.citations and r.source_chunks[0].text.strip() in r.text, (fn.__name__, r.text[:200])
             err = r.trace.get("llm_error")
             assert err and want.lower() in str(err).lower(), f"{fn.__name__}: trace['llm_error'] = {err!r} (trace llm: {r.trace.get('llm')})"
@@ -1284,6 +1292,7 @@ def _ro_mount_works(tmp) -> bool:
     return r.returncode == 0
 
 
+@pytest.mark.slow   # minutes: `make test-slow` runs it, `make test` leaves it out
 def test_read_only_mount_serves_every_read_command(tmp_path):
     "A base on a read-only mount answers every read command of the CLI and the server, and not one of its files is created or changed."
     if not _ro_mount_works(tmp_path): pytest.skip("no read-only bind mount here (needs a private mount namespace: root or unshare -r)")

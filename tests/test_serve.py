@@ -21,7 +21,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENI
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    "A base of the sample corpus (41 chunks) embedded with the hashing test double."
+    "A base of the sample corpus (40 chunks since issue 26 merged a heading-only chunk into its section) embedded with the hashing test double."
     from local_knowledge_trainer.embeddings import HashingEmbedder
     from local_knowledge_trainer.trainer import KnowledgeTrainer
     d = tmp_path_factory.mktemp("serve") / "kb"
@@ -79,7 +79,7 @@ def _get(url, data=None, headers=None, method=None):
 def test_endpoints_over_http(server):
     "Over a real socket: health, a search with the CLI's fields, an error as {error, fix}, and the security headers."
     status, headers, h = _get(f"{server}/health")
-    assert status == 200 and h["status"] == "ok" and h["chunks"] == 41, h
+    assert status == 200 and h["status"] == "ok" and h["chunks"] == 40, h
     assert "default-src 'self'" in headers["content-security-policy"] and headers["x-content-type-options"] == "nosniff"
     status, headers, r = _get(f"{server}/search", {"question": "fotossíntese: a luz e a clorofila", "k": 3})
     assert status == 200, r
@@ -106,7 +106,7 @@ def test_read_only_without_token_over_http(server, base):
         status, _, e = _get(f"{server}{p}", {"question": "x", "found": True, "path": "."}, method=m)
         assert status == 403 and "read-only" in e["error"] and "--allow-writes" in e["fix"], (m, p, status, e)
     status, _, h = _get(f"{server}/health")
-    assert h["read_only"] is True and h["writes"].startswith("disabled") and h["chunks"] == 41, h
+    assert h["read_only"] is True and h["writes"].startswith("disabled") and h["chunks"] == 40, h
     assert not (base / "feedback.jsonl").exists()
 
 
@@ -139,7 +139,7 @@ def _requests_elsewhere(browser, server):
 def test_search_page(browser, server):
     "Type a question, submit: ranked results with their citation (file, quote), confidence, neighbours and trace render."
     browser.goto(f"{server}/", settle=0.5)
-    browser.wait_for("document.querySelector('#base-info').textContent.includes('41 chunks')")
+    browser.wait_for("document.querySelector('#base-info').textContent.includes('40 chunks')")
     browser.type_text("#question", "fotossíntese: a luz e a clorofila")
     browser.eval("document.querySelector('#trace').click(); document.querySelector('#k').value = '3'")   # 3 results
     browser.eval("document.querySelector('#search-btn').click()")
@@ -172,7 +172,7 @@ def test_feedback_control(browser, writable_server):
     "On a server that accepts writes, each answer has a found / not found control that POSTs /feedback and says it was recorded."
     url, kb = writable_server
     browser.goto(f"{url}/", settle=0.5)
-    browser.wait_for("document.querySelector('#base-info').textContent.includes('41 chunks')")
+    browser.wait_for("document.querySelector('#base-info').textContent.includes('40 chunks')")
     browser.type_text("#question", "<img src=x onerror=alert(1)> fotossíntese")
     browser.eval("document.querySelector('#search-btn').click()")
     assert browser.wait_for("!document.querySelector('#feedback').hidden") is True
@@ -218,7 +218,7 @@ def test_run_server_process(base):
             except (urllib.error.URLError, ConnectionError):
                 assert p.poll() is None and time.time() - t0 < 120, "run_server did not start"
                 time.sleep(0.2)
-        assert status == 200 and h["chunks"] == 41, h
+        assert status == 200 and h["chunks"] == 40, h
         status, _, e = _get(f"http://127.0.0.1:{port}/jobs/{secret}")
         assert status == 404 and secret not in json.dumps(e), e
     finally:
@@ -234,3 +234,63 @@ def test_run_server_refuses_open_address(base):
     env = {k: v for k, v in ENV.items() if k != "LKT_TOKEN"}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "needs a token" in r.stderr, r.stderr[-2000:]
+
+
+def test_serve_record_makes_the_cli_warm(base, tmp_path):
+    "`run_server` records itself in the base folder once it listens; `lkt search` without --server finds it and asks it; a reload "
+    "rewrites the generation; SIGINT removes the record, and the record a killed server leaves is stale (the CLI opens the base itself)."
+    import shutil
+    from local_knowledge_trainer.embeddings import HashingEmbedder
+    from local_knowledge_trainer.serve import SERVE_RECORD, manifest_generation
+    from local_knowledge_trainer.trainer import KnowledgeTrainer
+    kb = tmp_path / "kb"
+    shutil.copytree(base, kb)   # its own base: the record is written into the folder, and an ingest changes it
+    code = ("from local_knowledge_trainer.serve import run_server\n"
+            "from local_knowledge_trainer.embeddings import HashingEmbedder\n"
+            f"run_server({str(kb)!r}, port=0, poll_s=0.1, settle_s=0.1, embedding_model=HashingEmbedder(64), vector_store='numpy', "
+            "build_graph=False, tune_fusion=False)\n")
+    start = lambda: subprocess.Popen([sys.executable, "-c", code], cwd=tempfile.gettempdir(), env=ENV, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+    lkt = lambda *a: subprocess.run([sys.executable, "-m", "local_knowledge_trainer.cli", *a], cwd=ROOT, env=ENV, capture_output=True,
+                                    text=True, timeout=300)
+    rec_path = kb / SERVE_RECORD
+
+    def recorded(p, pred=lambda r: True, what="run_server did not record itself"):
+        t0 = time.time()
+        while True:
+            rec = json.loads(rec_path.read_text()) if rec_path.exists() else None
+            if rec is not None and pred(rec): return rec
+            assert p.poll() is None and time.time() - t0 < 120, what
+            time.sleep(0.1)
+
+    p = start()
+    try:
+        rec = recorded(p)
+        g0 = manifest_generation(kb)
+        assert {k: rec[k] for k in ("host", "pid", "token_required", "generation")} == \
+               {"host": "127.0.0.1", "pid": p.pid, "token_required": False, "generation": g0}, rec
+        status, _, h = _get(f"http://127.0.0.1:{rec['port']}/health")             # port=0: the record has the port it got
+        assert status == 200 and h["generation"] == g0, h
+        r = lkt("search", "fotossíntese: a luz e a clorofila", "--persist", str(kb), "--json", "--k", "3")
+        assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["source"].endswith("fotossintese_pt.txt"), r.stderr[-2000:]
+        r = lkt("search", "fotossíntese", "--persist", str(kb), "--no-server")   # in-process, the base's test model is not loadable
+        assert r.returncode == 1 and "'hashing-64'" in r.stderr, r.stderr[-2000:]
+        notes = tmp_path / "notes"; notes.mkdir(); (notes / "okapi.md").write_text("# Okapi\n\nThe okapi is a giraffid of the Congo.\n")
+        with KnowledgeTrainer(embedding_model=HashingEmbedder(64), persist_dir=kb, show_progress=False, vector_store="numpy",
+                              build_graph=False, tune_fusion=False) as kt:
+            kt.ingest(notes)                                                      # another process publishes: the server reloads
+        rec = recorded(p, lambda r: r["generation"] == manifest_generation(kb), "the record's generation did not follow the reload")
+        assert rec["generation"] == g0 + 1, rec
+        r = lkt("search", "okapi giraffid", "--persist", str(kb), "--json", "--k", "1", "--mode", "sparse")
+        assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["source"].endswith("okapi.md"), r.stderr[-2000:]
+    finally:
+        p.send_signal(signal.SIGINT)
+        out = p.communicate(timeout=60)[0]
+    assert p.returncode == 0 and not rec_path.exists(), out[-3000:]
+    assert out.count('"POST /search') == 2, out[-3000:]                          # both warm searches reached the server
+    p = start()
+    try: recorded(p)
+    finally: p.kill(); p.wait(60)
+    assert json.loads(rec_path.read_text())["pid"] == p.pid                      # a killed server leaves its record behind …
+    r = lkt("search", "fotossíntese", "--persist", str(kb))
+    assert r.returncode == 1 and "'hashing-64'" in r.stderr, r.stderr[-2000:]   # … which is stale: the base is opened here
