@@ -179,19 +179,23 @@ class E5Engine:
     def encoder_file(self)->Optional[Path]:
         "The encoder's ONNX file in `cache_dir`, written on first use (named by a SHA-256 of the engine and the encoder's tensors); None without a usable folder."
         if self.cache_dir is None: return None
-        h = hashlib.sha256(self.engine.encode())
-        if self.precision == "int8":  # the calibration reads the variant's own vocabulary and word vectors
-            import onnxruntime as ort
-            h.update(f"|ort {ort.__version__}|".encode()); h.update("\n".join(CALIBRATION + tuple(self.f.pieces)).encode())
-        for name, (dtype, count, raw) in self.f.tensors.items():
-            if name != "emb.word" or self.precision == "int8": h.update(name.encode()); h.update(raw)
-        p = Path(self.cache_dir) / f"e5-encoder-{h.hexdigest()[:16]}{'' if self.precision == 'fp32' else '-' + self.precision}.onnx"
+        p = self._file = getattr(self, "_file", None) or Path(self.cache_dir) / f"e5-encoder-{self._digest()}{'' if self.precision == 'fp32' else '-' + self.precision}.onnx"
         if p.is_file(): return p
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             tmp = p.with_suffix(f".{os.getpid()}.tmp"); tmp.write_bytes(self.model_bytes()); os.replace(tmp, p)
             return p
         except OSError: return None  # a read-only cache: build in memory
+
+    def _digest(self)->str:
+        "SHA-256 (16 hex) of the engine and the encoder's tensors; int8 adds the vocabulary, word vectors, calibration texts and onnxruntime version."
+        h = hashlib.sha256(self.engine.encode())
+        if self.precision == "int8":  # the calibration reads the variant's own vocabulary and word vectors
+            import onnxruntime as ort
+            h.update(f"|ort {ort.__version__}|".encode()); h.update("\n".join(CALIBRATION + tuple(self.f.pieces)).encode())
+        for name, (dtype, count, raw) in self.f.tensors.items():
+            if name != "emb.word" or self.precision == "int8": h.update(name.encode()); h.update(raw)
+        return h.hexdigest()[:16]
 
     def _open(self, model, threads:int=1):
         "An onnxruntime CPU session on a file or serialized model, `threads` intra-op threads, no spinning."
