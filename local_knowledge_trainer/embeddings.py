@@ -84,6 +84,7 @@ def _packaged_model_path()->Path:
 
 class SentenceTransformerBackend(EmbeddingBackend):
     "A sentence-transformers model from a local directory (the packaged all-MiniLM-L6-v2 or any model folder), offline."
+    query_threads = 1  # torch's threads spin: one question 49.7 ms p50 on 1 thread, 341.4 on 2 with a core busy (e5_engine_queries.json)
     def __init__(self, path:str, # local model directory
                  name:str=None, # name recorded in manifests (default: the directory's name)
                  languages:tuple=None, # query languages it covers (None: unknown, any)
@@ -295,12 +296,13 @@ def model_for_language(language:str, # a base's language: en, pt, zh, multi or a
     return LANGUAGE_MODELS.get((language or "multi").lower().split("-")[0], MULTILINGUAL_MODEL)
 
 # %% ../nbs/04_embeddings.ipynb #a9c60861
-_CALIBRATION = [f"{a} {b} {c}" for a, b, c in zip(
+_SENTENCES = [f"{a} {b} {c}" for a, b, c in zip(
     ["Hybrid retrieval fuses lexical and dense rankings of the same passages.", "O gato dorme no tapete da sala enquanto chove lá fora.",
-     "检索增强生成把文档片段交给语言模型回答问题。", "The evidence store keeps every chunk with its page and section."] * 4,
+     "检索增强生成把文档片段交给语言模型回答问题。", "The evidence store keeps every chunk with its page and section."] * 2,
     ["Reciprocal rank fusion adds one over sixty plus the rank.", "A biblioteca abre às nove horas e fecha às dezoito.",
-     "统计检验告诉我们差异是否显著。", "Confidence intervals should cover their nominal level."] * 4,
-    [f"Item {i}: a short calibration passage of ordinary words." for i in range(16)])]
+     "统计检验告诉我们差异是否显著。", "Confidence intervals should cover their nominal level."] * 2,
+    [f"Item {i}: a calibration passage of ordinary words." for i in range(8)])]
+_CALIBRATION = [" ".join([s] * 6) for s in _SENTENCES]  # 8 chunk-length passages (≈290 E5 tokens each): the work an ingest does
 
 def lkt_cache_dir()->Path:
     "LKT's per-user cache folder: $LKT_CACHE_DIR, else ~/.cache/lkt."
@@ -313,7 +315,7 @@ def fastest_threads(backend:EmbeddingBackend, # the backend to time
     "The thread count at which `backend` encodes passages fastest on this machine (timed once, then cached)."
     ncpu = os.cpu_count() or 1
     cands = tuple(candidates or sorted({*(2 ** i for i in range(8) if 2 ** i <= ncpu), ncpu}))
-    key, path = f"{backend.cache_key}|cpus={ncpu}|{','.join(map(str, cands))}", lkt_cache_dir() / "threads.json"
+    key, path = f"{backend.cache_key}|cpus={ncpu}|{','.join(map(str, cands))}|chunks", lkt_cache_dir() / "threads.json"
     if cache:
         try: return int(json.loads(path.read_text())[key]["threads"])
         except Exception: pass

@@ -179,10 +179,10 @@ def _zh_grams(text:str)->set:
     return out
 
 @patch
-def _latin_runs(self:RuleExtractor, doc):
-    "Runs of lower-case, alphabetic, non-stop-word tokens (candidate terms)."
+def _latin_runs(self:RuleExtractor, toks):
+    "Runs of lower-case, alphabetic, non-stop-word tokens (candidate terms) in `toks` (a Doc, or its tokens as a list)."
     run = []
-    for t in doc:
+    for t in toks:
         ok = t.is_alpha and t.text.islower() and len(t.text) >= 3 and t.lower_ not in self.stop
         if ok: run.append(t)
         else:
@@ -191,9 +191,9 @@ def _latin_runs(self:RuleExtractor, doc):
     if run: yield run
 
 @patch
-def _latin_grams(self:RuleExtractor, doc)->set:
+def _latin_grams(self:RuleExtractor, toks)->set:
     out = set()
-    for run in self._latin_runs(doc):
+    for run in self._latin_runs(toks):
         for n in (1, 2, 3):
             for i in range(len(run) - n + 1):
                 g = " ".join(t.lower_ for t in run[i:i+n])
@@ -205,9 +205,10 @@ def fit(self:RuleExtractor, texts:Iterable, # the corpus (chunk texts): document
        ):
     "Learn the frequent terms (Latin n-grams, CJK 2–4-grams) of a corpus."
     texts = list(texts); df, zdf = Counter(), Counter()
-    for doc in self.nlp.pipe(texts, batch_size=256) if self.language != "zh" else []:
-        df.update(self._latin_grams(doc))
-        self.lower_words.update(t.text for t in doc if t.is_alpha and t.text.islower())
+    for doc in self.nlp.tokenizer.pipe(texts, batch_size=256) if self.language != "zh" else []:  # tokens only: no sentences here
+        toks = list(doc)  # one pass creates the Token objects; iterating a Doc again creates them again
+        df.update(self._latin_grams(toks))
+        self.lower_words.update(t.text for t in toks if t.is_alpha and t.text.islower())
     for t in texts: zdf.update(_zh_grams(t))
     n = max(len(texts), 1); cap = max(self.min_term_freq, self.max_df * n)
     self.vocab = {g for g, c in df.items() if self.min_term_freq <= c <= cap}
@@ -224,10 +225,11 @@ def _cap_like(t)->bool:
     return any(c.isalpha() for c in s) and (s[0].isupper() or any(c.isupper() for c in s[1:])) and not t.is_punct
 
 @patch
-def _caps(self:RuleExtractor, doc)->list:
-    out = []
-    for sent in doc.sents:
-        toks, i = list(sent), 0
+def _caps(self:RuleExtractor, doc, all_toks:list=None)->list:
+    out, all_toks, text = [], list(doc) if all_toks is None else all_toks, doc.text  # Doc.text joins every token: read it once
+    starts = [0] + [k for k in range(1, len(all_toks)) if all_toks[k].is_sent_start]  # the sentences of `doc.sents`, one pass
+    for s0, s1 in zip(starts, starts[1:] + [len(all_toks)]):
+        toks, i = all_toks[s0:s1], 0
         while i < len(toks):
             if not _cap_like(toks[i]): i += 1; continue
             j = i + 1
@@ -239,33 +241,33 @@ def _caps(self:RuleExtractor, doc)->list:
             while span and (span[0].lower_ in LEAD_WORDS or span[0].lower_ in _CALENDAR): span = span[1:]
             while span and (span[-1].lower_ in _CONNECT or span[-1].lower_ in _CALENDAR): span = span[:-1]
             if span:
-                first_in_sent = span[0].i == sent.start
+                first_in_sent = span[0].i == s0
                 single = len(span) == 1
                 common = single and first_in_sent and not span[0].text.isupper() and (
-                    span[0].lower_ in self.stop or span[0].lower_ in self.lower_words or re.search(rf"(?<![\w]){re.escape(span[0].lower_)}(?![\w])", doc.text[span[0].idx + 1:]) is not None)
+                    span[0].lower_ in self.stop or span[0].lower_ in self.lower_words or re.search(rf"(?<![\w]){re.escape(span[0].lower_)}(?![\w])", text[span[0].idx + 1:]) is not None)
                 alpha = sum(c.isalpha() for c in span[0].text)
                 if not common and (len(span) > 1 or alpha >= 2):
-                    m = Mention(doc.text[span[0].idx:span[-1].idx + len(span[-1].text)], "NAME", span[0].idx, span[-1].idx + len(span[-1].text))
+                    m = Mention(text[span[0].idx:span[-1].idx + len(span[-1].text)], "NAME", span[0].idx, span[-1].idx + len(span[-1].text))
                     if _keep(m): out.append(m)
             i = j
     return out
 
 @patch
-def _latin_terms(self:RuleExtractor, doc)->list:
-    vocab = self.vocab
+def _latin_terms(self:RuleExtractor, doc, toks:list=None)->list:
+    vocab, toks, text = self.vocab, list(doc) if toks is None else toks, doc.text
     if vocab is None:  # unfitted: terms repeated inside this text
-        c = Counter(g for run in self._latin_runs(doc) for n in (1, 2, 3) for g in
+        c = Counter(g for run in self._latin_runs(toks) for n in (1, 2, 3) for g in
                     (" ".join(t.lower_ for t in run[i:i+n]) for i in range(len(run) - n + 1)) if n > 1 or len(g) >= 5)
         vocab = {g for g, k in c.items() if k >= self.min_term_freq}
     out = []
-    for run in self._latin_runs(doc):
+    for run in self._latin_runs(toks):
         i = 0
         while i < len(run):
             for n in (3, 2, 1):
                 g = " ".join(t.lower_ for t in run[i:i+n])
                 if i + n <= len(run) and g in vocab:
                     s, e = run[i].idx, run[i+n-1].idx + len(run[i+n-1].text)
-                    out.append(Mention(doc.text[s:e], "TERM", s, e)); i += n; break
+                    out.append(Mention(text[s:e], "TERM", s, e)); i += n; break
             else: i += 1
     return out
 
@@ -306,8 +308,9 @@ def extract_many(self:RuleExtractor, texts:Iterable)->list:
         ms = [Mention(e.text, e.label_, e.start_char, e.end_char) for e in doc.ents]  # EntityRuler first
         if has_cjk(text): ms += self._zh(text)
         if self.language != "zh":
-            ms += self._caps(doc)
-            if self.terms: ms += self._latin_terms(doc)
+            toks = list(doc)
+            ms += self._caps(doc, toks)
+            if self.terms: ms += self._latin_terms(doc, toks)
         res.append(_dedupe(ms))
     return res
 
