@@ -469,8 +469,8 @@ def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof, rep=
     allp = [p for d in docs for p in probes[d.source]]
     rep("novelty", 0, len(allp))
     qs = [p.query for p in allp]
-    R0h = dict(zip(qs, kb.rank(qs, k, Q=Qof(qs)))) if qs else {}
-    R0s = dict(zip(qs, kb.rank(qs, k, Q=Qof(qs), mode="sparse"))) if qs else {}
+    R0 = kb.rank_modes(qs, k, ("hybrid", "sparse"), Q=Qof(qs)) if qs else {"hybrid": [], "sparse": []}
+    R0h, R0s = dict(zip(qs, R0["hybrid"])), dict(zip(qs, R0["sparse"]))
     held = {h.id: h for p in allp for h in p.held}
     H = dict(zip(held, kb.embed_texts([h.text for h in held.values()]))) if held else {}
     nq, m = 0, min_signflip_n(self.alpha)
@@ -487,8 +487,8 @@ def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof, rep=
             aX = np.concatenate([Xd[keep]] + [H[h.id][None] for h in p.held]) if ac else np.zeros((0, Xd.shape[1]), np.float32)
             new = {c.id for c in ac}
             Qp = Qof([p.query])
-            h1 = kb.rank([p.query], k, drop=old, add=(ac, aX), Q=Qp)[0]
-            s1 = kb.rank([p.query], k, drop=old, add=(ac, aX), Q=Qp, mode="sparse")[0]
+            R1 = kb.rank_modes([p.query], k, ("hybrid", "sparse"), drop=old, add=(ac, aX), Q=Qp)  # one variant for both
+            h1, s1 = R1["hybrid"][0], R1["sparse"][0]
             rel = lambda i: i in new or (i not in old and base_rel(i))
             a.append(_lex_rr(h1, s1, rel))
             dense_only += int(a[-1] == 0 and any(i in new for i in h1))

@@ -8,10 +8,11 @@ __all__ = ['MemoryStore', 'KnowledgeBase', 'Snapshot']
 # %% ../nbs/08_knowledge_base.ipynb #7440e62b
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Callable, Iterable, Optional
 
 import numpy as np
+import scipy.sparse as sp
 from fastcore.basics import patch, store_attr
 from fastcore.meta import delegates
 
@@ -316,7 +317,43 @@ class _Terms:
             self.tf, self.vocab = tf[:, used], dict(zip(terms[used].tolist(), range(len(used))))
             self.dl = np.asarray(tf.sum(axis=1)).ravel().astype(float)
         else: self.tf, self.vocab, self.dl = term_matrix([snap.tokens[i] for i in snap.ids])
-        self.df = np.diff(self.tf.indptr).astype(float)
+        self.df, self._csr = np.diff(self.tf.indptr).astype(float), None
+
+    def df_of(self, rows:np.ndarray, # row positions
+             )->np.ndarray:
+        "Document frequency of each term within `rows` (read from a row-major copy made once: no scan of every column)."
+        if self._csr is None: self._csr = self.tf.tocsr()
+        return np.bincount(self._csr[rows].indices, minlength=self.tf.shape[1]).astype(float)
+
+class _Vocab(MutableMapping):
+    "A variant's vocabulary: the snapshot's terms (shared, never copied), then the added chunks' new terms numbered after them."
+    def __init__(self, base:dict): self.base, self.new = base, {}
+    def get(self, t, default=None):
+        j = self.base.get(t)
+        return self.new.get(t, default) if j is None else j
+    def __getitem__(self, t):
+        j = self.base.get(t)
+        return self.new[t] if j is None else j
+    def __setitem__(self, t, j):
+        if t in self.base: raise KeyError(f"{t!r} is a term of the snapshot: its column is fixed")
+        self.new[t] = j
+    def setdefault(self, t, default=None):   # term_matrix's numbering (`default` is len(self), the next column) without a lookup
+        j = self.base.get(t)
+        if j is None: j = self.new.get(t)
+        if j is None: j = self.new[t] = len(self.base) + len(self.new)
+        return j
+    def __delitem__(self, t): raise TypeError("a variant's vocabulary only grows")
+    def __iter__(self): yield from self.base; yield from self.new
+    def __len__(self): return len(self.base) + len(self.new)
+
+@patch
+def _tokens(self:KnowledgeBase, snap:Snapshot, text:str)->list:
+    "BM25 tokens of a text, memoised on the snapshot (a gate or a probe run tokenises the same queries and held texts many times)."
+    memo = snap.memo("variant_tokens", dict)
+    if text not in memo:
+        if len(memo) >= 100_000: memo.clear()
+        memo[text] = list(self.lexical.tokenizer(text))
+    return memo[text]
 
 @patch
 def _variant(self:KnowledgeBase, snap:Snapshot, drop, add)->dict:
@@ -328,33 +365,47 @@ def _variant(self:KnowledgeBase, snap:Snapshot, drop, add)->dict:
             if i in snap.pos: keep[snap.pos[i]] = False
     new_chunks, new_X = (list(add[0]), np.asarray(add[1], np.float32)) if add is not None else ([], None)
     if new_X is None or not len(new_chunks): new_X = np.zeros((0, snap.X.shape[1] if snap.X.ndim == 2 else self.embedder.dim), np.float32)
-    vocab = dict(T.vocab)
-    ntf, _, ndl = term_matrix([list(self.lexical.tokenizer(c.text)) for c in new_chunks], vocab)
+    vocab = _Vocab(T.vocab)
+    ntf, _, ndl = term_matrix([self._tokens(snap, c.text) for c in new_chunks], vocab)
     df = np.zeros(len(vocab)); df[:len(T.df)] = T.df
-    if not keep.all(): df[:len(T.df)] -= np.diff(T.tf[np.flatnonzero(~keep)].tocsc().indptr)
+    if not keep.all(): df[:len(T.df)] -= T.df_of(np.flatnonzero(~keep))
     if len(new_chunks): df[:ntf.shape[1]] += np.diff(ntf.indptr)
     n = int(keep.sum()) + len(new_chunks)
     avgdl = (T.dl[keep].sum() + ndl.sum()) / max(n, 1)
     return dict(T=T, keep=keep, vocab=vocab, idf=okapi_idf(df, n), avgdl=max(avgdl, 1e-9), ntf=ntf, ndl=ndl, n=n, new_X=new_X,
-                ids=[i for i, m in zip(snap.ids, keep) if m] + [c.id for c in new_chunks])
+                ids=snap.memo("ids_objects", lambda: np.array(snap.ids, dtype=object))[keep].tolist() + [c.id for c in new_chunks])
+
+@patch
+def _bm25_matrix(self:KnowledgeBase, v:dict, token_lists:list, # tokenised queries
+                 block:int=1 << 22, # scores per step (bounds the float64 temporaries)
+                )->np.ndarray:
+    "BM25Okapi of tokenised queries against every chunk of a variant: (queries × chunks), kept base rows then added chunks."
+    T, k1, b, voc = v["T"], self.lexical.k1, self.lexical.b, v["vocab"]
+    out, n = np.zeros((len(token_lists), len(v["ids"])), np.float32), max(len(v["keep"]), 1)
+    step = max(1, block // n)
+    for q0 in range(0, len(token_lists), step):
+        part = token_lists[q0:q0 + step]
+        js = sorted({j for q in part for j in map(voc.get, q) if j is not None})
+        if not js: continue
+        at, r_, c_ = {j: r for r, j in enumerate(js)}, [], []
+        for c, q in enumerate(part):  # a repeated query token counts once per occurrence, as in bm25s
+            for j in map(voc.get, q):
+                if j is not None: r_.append(at[j]); c_.append(c)
+        C = sp.csr_matrix((np.ones(len(r_)), (r_, c_)), shape=(len(js), len(part)))   # sparse: each posting meets its queries only
+        S = []
+        for M, dl in ((T.tf, T.dl), (v["ntf"], v["ndl"])):   # the terms' columns: idf × okapi_tf of each stored count
+            sel = [r for r, j in enumerate(js) if j < M.shape[1]]
+            if not sel or not M.shape[0]: S.append(np.zeros((M.shape[0], len(part)))); continue
+            sub = M[:, [js[r] for r in sel]]
+            w = np.repeat(v["idf"][[js[r] for r in sel]], np.diff(sub.indptr)) * okapi_tf(sub.data, dl[sub.indices], v["avgdl"], k1, b)
+            S.append((sp.csc_matrix((w, sub.indices, sub.indptr), shape=sub.shape) @ C[sel]).toarray())
+        out[q0:q0 + len(part)] = np.vstack([S[0][v["keep"]], S[1]]).T
+    return out
 
 @patch
 def _bm25_scores(self:KnowledgeBase, v:dict, q_tokens:list)->np.ndarray:
     "BM25Okapi of one tokenised query against every chunk of a variant (kept base rows, then added chunks)."
-    T, s0, s1 = v["T"], np.zeros(len(v["keep"])), np.zeros(len(v["ndl"]))
-    k1, b = self.lexical.k1, self.lexical.b
-    for t in q_tokens:  # a repeated query token counts once per occurrence, as in bm25s
-        j = v["vocab"].get(t)
-        if j is None: continue
-        if j < T.tf.shape[1]:
-            a, z = T.tf.indptr[j], T.tf.indptr[j + 1]
-            rows = T.tf.indices[a:z]
-            s0[rows] += v["idf"][j] * okapi_tf(T.tf.data[a:z], T.dl[rows], v["avgdl"], k1, b)
-        if j < v["ntf"].shape[1]:
-            a, z = v["ntf"].indptr[j], v["ntf"].indptr[j + 1]
-            rows = v["ntf"].indices[a:z]
-            s1[rows] += v["idf"][j] * okapi_tf(v["ntf"].data[a:z], v["ndl"][rows], v["avgdl"], k1, b)
-    return np.concatenate([s0[v["keep"]], s1]).astype(np.float32)
+    return self._bm25_matrix(v, [q_tokens])[0]
 
 def _tie_key(snap:Snapshot, keep:np.ndarray, new_ids:list)->np.ndarray:
     "Integers in the order of the variant's chunk ids (kept base rows, then `new_ids`), without sorting the base's ids again."
@@ -366,6 +417,44 @@ def _tie_key(snap:Snapshot, keep:np.ndarray, new_ids:list)->np.ndarray:
     return np.concatenate([base, at * m + 1 + order])   # between the base ids around it
 
 @patch
+def rank_modes(self:KnowledgeBase, queries:list, # query texts
+               k:int=5, # ids returned per query
+               modes:tuple=("hybrid",), # any of hybrid, dense, sparse: each ranked on the same variant
+               drop:Iterable=None, # chunk ids left out of the variant (e.g. a document's chunks)
+               add:tuple=None, # (chunks, vectors) added to the variant (e.g. a candidate document)
+               Q:np.ndarray=None, # query vectors aligned with `queries` (None: `embed_queries`)
+              )->dict:
+    "mode -> top-k fused chunk ids per query, for the base or for the base without `drop` and with `add` (one variant, one BM25 pass)."
+    for m in modes:
+        if m not in ("hybrid", "dense", "sparse"): raise ValueError(f"rank supports hybrid, dense and sparse, not {m!r}")
+    queries, snap = list(queries), self.snapshot()
+    v = self._variant(snap, drop, add)
+    if not v["n"] or not queries or k <= 0: return {m: [[] for _ in queries] for m in modes}
+    dense = {m: [m != "sparse" and self.dense_used(q, m) for q in queries] for m in modes}
+    if any(any(d) for d in dense.values()):
+        if Q is None: Q = self.embed_queries(queries)
+        Q = np.asarray(Q, np.float32)
+        Sb = Q @ snap.X.T if len(snap.ids) else np.zeros((len(Q), 0), np.float32)   # the base's vectors are never copied
+        Sd = np.hstack([Sb if v["keep"].all() else Sb[:, v["keep"]], Q @ v["new_X"].T])
+    Ss = self._bm25_matrix(v, [self._tokens(snap, q) for q in queries]) if any(m != "dense" for m in modes) else None
+    c = min(max(self.candidates, k), v["n"])
+    ids, out = v["ids"], {m: [] for m in modes}
+    key = _tie_key(snap, v["keep"], ids[int(v["keep"].sum()):])  # ties broken by chunk id: results depend on content only
+    for j in range(len(queries)):
+        top_d = top_s = None
+        for m in modes:
+            rk = {}
+            if dense[m][j]:
+                if top_d is None: top_d = [(ids[i], float(Sd[j, i])) for i in top_positions(Sd[j], c, key, positive=False)]
+                rk["dense"] = top_d
+            if m != "dense":
+                if top_s is None: top_s = [(ids[i], float(Ss[j, i])) for i in top_positions(Ss[j], c, key)]
+                rk["sparse"] = top_s
+            if len(rk) == 1: out[m].append([i for i, _ in next(iter(rk.values()))][:k])
+            else: out[m].append([i for i, *_ in rrf_fuse(rk, self.weights, rrf_k=self.rrf_k, top_k=k)])
+    return out
+
+@patch
 def rank(self:KnowledgeBase, queries:list, # query texts
          k:int=5, # ids returned per query
          drop:Iterable=None, # chunk ids left out of the variant (e.g. a document's chunks)
@@ -374,27 +463,4 @@ def rank(self:KnowledgeBase, queries:list, # query texts
          mode:str="hybrid", # hybrid | dense | sparse
         )->list:
     "Top-k fused chunk ids per query for the base, or for the base without `drop` and with `add`."
-    if mode not in ("hybrid", "dense", "sparse"): raise ValueError(f"rank supports hybrid, dense and sparse, not {mode!r}")
-    queries = list(queries)
-    snap = self.snapshot()
-    v = self._variant(snap, drop, add)
-    if not v["n"] or not queries or k <= 0: return [[] for _ in queries]
-    use_dense = [mode != "sparse" and self.dense_used(q, mode) for q in queries]
-    if any(use_dense):
-        if Q is None: Q = self.embed_queries(queries)
-        Q = np.asarray(Q, np.float32)
-        Xk = snap.X if v["keep"].all() else snap.X[v["keep"]]   # no copy of the base's vectors when nothing is dropped
-        Sd = np.hstack([Q @ Xk.T, Q @ v["new_X"].T]) if len(snap.ids) else Q @ v["new_X"].T
-    c = min(max(self.candidates, k), v["n"])
-    ids, out = v["ids"], []
-    key = _tie_key(snap, v["keep"], ids[int(v["keep"].sum()):])  # ties broken by chunk id: results depend on content only
-    for j, q in enumerate(queries):
-        rk = {}
-        if use_dense[j]:
-            rk["dense"] = [(ids[i], float(Sd[j, i])) for i in top_positions(Sd[j], c, key, positive=False)]
-        if mode != "dense":
-            s = self._bm25_scores(v, list(self.lexical.tokenizer(q)))
-            rk["sparse"] = [(ids[i], float(s[i])) for i in top_positions(s, c, key)]
-        if len(rk) == 1: out.append([i for i, _ in next(iter(rk.values()))][:k])
-        else: out.append([i for i, *_ in rrf_fuse(rk, self.weights, rrf_k=self.rrf_k, top_k=k)])
-    return out
+    return self.rank_modes(queries, k, (mode,), drop, add, Q)[mode]
