@@ -874,6 +874,8 @@ def cmd_evaluate(args)->int:
     "Run `lkt evaluate`: evaluate golden cases or a BEIR folder, optionally against a baseline."
     from local_knowledge_trainer.runs import compare_runs, compare_with_baseline, EXIT_REGRESSION, EXIT_STALE_BASELINE
     out = _emit
+    if getattr(args, "golden", None):   # `lkt evaluate PATH`: a folder is a BEIR collection, a file a golden set
+        args.beir, args.cases = (args.golden, None) if Path(args.golden).is_dir() else (None, args.golden)
     try:
         progress = not getattr(args, "no_progress", False)
         cmd = "lkt " + " ".join(getattr(args, "argv", None) or sys.argv[1:])
@@ -928,6 +930,7 @@ def add_evaluate_command(subparsers, # the object returned by ArgumentParser.add
                                            "(without --corpus), 9 stale --baseline (other k, metrics, golden file, index or base "
                                            "files: no verdict, the reasons are printed).")
     src = sp.add_mutually_exclusive_group(required=True)
+    src.add_argument("golden", nargs="?", help="a golden JSONL file, or a BEIR folder (the same as --cases FILE or --beir DIR)")
     src.add_argument("--cases", help="golden JSONL file")
     src.add_argument("--beir", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)")
     sp.add_argument("--mode", default="hybrid", type=_mode, choices=["dense", "sparse", "hybrid", "text", "all"],

@@ -16,9 +16,8 @@ from typing import Callable, Optional
 import numpy as np
 import pandas as pd
 from fastcore.basics import patch
-from tqdm.auto import tqdm
 
-from .core import LKTError, html_table, text_table, atomic_write_text, new_figure, sha256_file as _sha256_file
+from .core import LKTError, StageProgress, html_table, text_table, atomic_write_text, new_figure, sha256_file as _sha256_file
 from .hypothesis import (compare_paired, bootstrap_ci, correct_pvalues, paired_power,
                                                 paired_permutation_test, plot_forest,
                                                 westfall_young_maxt, westfall_young_perm)
@@ -179,11 +178,10 @@ def evaluate(kb, # a KnowledgeBase, a KnowledgeTrainer, a BeirIndex: anything wi
              check:bool=True, # warn about relevance keys that match no stored chunk
              n_resamples:int=10_000, # bootstrap resamples of the aggregate CIs
              batch_queries:bool=True, # embed all queries in one batched pass first, through the embedder's text cache
-             show_progress:bool=True, # tqdm progress bar (stderr in a terminal, a widget in Jupyter)
+             show_progress:bool=True, # show the stages (`core.StageProgress`: a bar on a terminal or in Jupyter, else a line per stage on stderr)
             )->EvalRun:
     "Retrieve every case in every mode and score it; returns an `EvalRun` with per-query metrics, CIs, scored rankings and provenance."
     if isinstance(progress, bool): show_progress, progress = progress, None
-    report = progress or (lambda stage, done, total: None)
     golden_path = None
     if isinstance(cases, (str, Path)): golden_path = Path(cases); cases = load_golden(cases)
     cases = list(cases)
@@ -199,13 +197,12 @@ def evaluate(kb, # a KnowledgeBase, a KnowledgeTrainer, a BeirIndex: anything wi
     rows, results, scores, credited = [], {m: {} for m in modes}, {m: {} for m in modes}, {m: {} for m in modes}
     t0 = time.perf_counter(); n_q, total = len(dict.fromkeys(c.query for c in cases)), len(cases) * len(modes)
     emb = _query_embedder(kb, modes) if batch_queries else None
-    if emb is not None:  # every distinct query embedded once, batched, into the cache the retriever reads
-        report("embed", 0, n_q); emb.embed_queries(list(dict.fromkeys(c.query for c in cases))); report("embed", n_q, n_q)
-    with tqdm(total=total, desc="evaluate", unit="query", disable=not show_progress, file=sys.stderr) as bar:
-        done = 0; report("evaluate", 0, total)
-        def step():
-            nonlocal done
-            done += 1; bar.update(1); report("evaluate", done, total)
+    with StageProgress.of(progress, show_progress) as report:   # bars on a terminal or in Jupyter, else a line per stage
+        if emb is not None:  # every distinct query embedded once, batched, into the cache the retriever reads
+            report("embed", 0, n_q, "queries"); emb.embed_queries(list(dict.fromkeys(c.query for c in cases)))
+            report("embed", n_q, n_q, "queries")
+        done = [0]; report("evaluate", 0, total, "queries")
+        def step(): done[0] += 1; report("evaluate", done[0], total, "queries")
         _run_cases(cases, modes, retr, ks, gain, rows, results, scores, credited, step)
     names = [n for kk in ks for n in metric_names(kk)]
     agg = {m: {name: _ci([r[name] for r in rows if r["mode"] == m], n_resamples) for name in names} for m in modes}
