@@ -373,7 +373,7 @@ def _variant(self:KnowledgeBase, snap:Snapshot, drop, add)->dict:
     n = int(keep.sum()) + len(new_chunks)
     avgdl = (T.dl[keep].sum() + ndl.sum()) / max(n, 1)
     return dict(T=T, keep=keep, vocab=vocab, idf=okapi_idf(df, n), avgdl=max(avgdl, 1e-9), ntf=ntf, ndl=ndl, n=n, new_X=new_X,
-                ids=snap.memo("ids_objects", lambda: np.array(snap.ids, dtype=object))[keep].tolist() + [c.id for c in new_chunks])
+                ids=snap.memo("ids_array", lambda: np.array(snap.ids, dtype=str))[keep].tolist() + [c.id for c in new_chunks])
 
 @patch
 def _bm25_matrix(self:KnowledgeBase, v:dict, token_lists:list, # tokenised queries
