@@ -469,37 +469,43 @@ def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof, rep=
     allp = [p for d in docs for p in probes[d.source]]
     rep("novelty", 0, len(allp))
     qs = [p.query for p in allp]
-    R0 = kb.rank_modes(qs, k, ("hybrid", "sparse"), Q=Qof(qs)) if qs else {"hybrid": [], "sparse": []}
-    R0h, R0s = dict(zip(qs, R0["hybrid"])), dict(zip(qs, R0["sparse"]))
     held = {h.id: h for p in allp for h in p.held}
     H = dict(zip(held, kb.embed_texts([h.text for h in held.values()]))) if held else {}
-    nq, m = 0, min_signflip_n(self.alpha)
+    variants, which, new, at, j = [(None, None)], [list(range(len(allp)))], [None], {}, 0   # the base, then a variant per document and fold
+    for d in docs:
+        old, Xd = old_of.get(d.source, []), np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32)
+        for p in probes[d.source]:
+            key = (d.source, p.chunk_ids, tuple(h.id for h in p.held))   # the probes of one fold share their variant
+            if key not in at:
+                keep = [i for i, c in enumerate(d.chunks) if c.id not in set(p.chunk_ids)]
+                ac = [d.chunks[i] for i in keep] + list(p.held)
+                aX = np.concatenate([Xd[keep]] + [H[h.id][None] for h in p.held]) if ac else np.zeros((0, Xd.shape[1]), np.float32)
+                at[key] = len(variants); variants.append((old, (ac, aX))); which.append([]); new.append({c.id for c in ac})
+            which[at[key]].append(j); j += 1
+    done = np.cumsum([0] + [len(w) for w in which[1:]])
+    R = kb.rank_variants(qs, variants, k, ("hybrid", "sparse"), Q=Qof(qs), which=which,
+                         progress=lambda i, n: i > 1 and rep("novelty", int(done[i - 1]), len(allp))) if qs else []
+    after = {j: (g, r_) for g in range(1, len(which)) for r_, j in enumerate(which[g])}   # probe -> (its variant, its row there)
+    m, j = min_signflip_n(self.alpha), 0
     for r, d, dup in zip(rows, docs, dups):
         old, P = set(old_of.get(d.source, [])), probes[d.source]
-        Xd = np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32)
         b, a, dense_only = [], [], 0
         for p in P:
             qt = set(tokenize(p.query))
             base_rel = lambda i: (i in dup or snap.chunks[i].source == d.source or (qt and _containment(qt, snap.tokens[i]) >= TAU))
-            b.append(_lex_rr(R0h[p.query], R0s[p.query], base_rel))
-            keep = [j for j, c in enumerate(d.chunks) if c.id not in set(p.chunk_ids)]
-            ac = [d.chunks[j] for j in keep] + list(p.held)
-            aX = np.concatenate([Xd[keep]] + [H[h.id][None] for h in p.held]) if ac else np.zeros((0, Xd.shape[1]), np.float32)
-            new = {c.id for c in ac}
-            Qp = Qof([p.query])
-            R1 = kb.rank_modes([p.query], k, ("hybrid", "sparse"), drop=old, add=(ac, aX), Q=Qp)  # one variant for both
-            h1, s1 = R1["hybrid"][0], R1["sparse"][0]
-            rel = lambda i: i in new or (i not in old and base_rel(i))
+            b.append(_lex_rr(R[0]["hybrid"][j], R[0]["sparse"][j], base_rel))
+            g, r_ = after[j]; h1, s1 = R[g]["hybrid"][r_], R[g]["sparse"][r_]
+            rel = lambda i: i in new[g] or (i not in old and base_rel(i))
             a.append(_lex_rr(h1, s1, rel))
-            dense_only += int(a[-1] == 0 and any(i in new for i in h1))
-            nq += 1; rep("novelty", nq, len(allp))
+            dense_only += int(a[-1] == 0 and any(i in new[g] for i in h1))
+            j += 1
         n = len(P)
         if 0 < n < m: r["notes"].append(f"novelty: {n} held-out sentence(s) of {self.min_words}+ words, a sign-flip test needs {m}")
         r.update(novelty_n=n, novelty_before=float(np.mean(b)) if n else None, novelty_after=float(np.mean(a)) if n else None,
                  novelty_diff=float(np.mean(a) - np.mean(b)) if n else None,
                  novelty_hit_before=float(np.mean(np.asarray(b) > 0)) if n else None,
                  novelty_p=self._p_greater(a, b) if n >= m else None, novelty_dense_only=dense_only)
-    return nq
+    return len(allp)
 
 # %% ../nbs/18_gate.ipynb #d9129b34
 @patch
@@ -541,22 +547,23 @@ def _probe_ab(self:IngestGate, docs, vectors, snap, rows, old_of, Qof, rep=None)
         return {"harm_probes": None}
     rep("harm", 0, len(docs))
     Q = Qof(qs)
-    variant = lambda drop, chunks, Xs: kb.rank(qs, k, drop=base_drop + list(drop), add=(base_add + list(chunks), np.concatenate([HX] + Xs)), Q=Q)
+    common, n = (base_drop, (base_add, HX)), len(docs)   # every variant holds the probes' sentences out
     s0 = snap.memo(f"gate_harm_before_{hashlib.sha256(repr((qs, k, kind)).encode()).hexdigest()[:16]}",
-                   lambda: score(variant([], [], []), set(), []))
-    for j, (r, d) in enumerate(zip(rows, docs), 1):
+                   lambda: score(kb.rank_variants(qs, [(None, None)], k, common=common, Q=Q)[0]["hybrid"], set(), []))
+    olds = [i for d in docs for i in old_of.get(d.source, [])]
+    allc = [c for d in docs for c in d.chunks]
+    vs = [(old_of.get(d.source, []), (d.chunks, X[d.source])) for d in docs]   # each document, then the batch
+    if n != 1: vs.append((olds, (allc, np.concatenate([HX[:0]] + [X[d.source] for d in docs]))))
+    R = [x["hybrid"] for x in kb.rank_variants(qs, vs, k, common=common, Q=Q, progress=lambda i, t: 0 < i < n and rep("harm", i, n))]
+    for r, d, R1 in zip(rows, docs, R):
         old = old_of.get(d.source, [])
-        R1 = variant(old, d.chunks, [X[d.source]])
         s1 = score(R1, set(old), d.chunks)
         mine = {c.id for c in d.chunks}
         r.update(probes=kind, probes_n=len(qs), probes_before=float(s0.mean()), probes_after=float(s1.mean()), gain_answers=answers(d.chunks),
                  **self._gain_stats(s0, s1), **self._harm_stats(s0, s1), pushed_out=int(((s0 > 0) & (s1 == 0)).sum()),
                  pushed_out_by_doc=int(sum(1 for a0, a1, x in zip(s0, s1, R1) if a0 > 0 and a1 == 0 and mine & set(x))))
-        if j < len(docs): rep("harm", j, len(docs))
-    olds = [i for d in docs for i in old_of.get(d.source, [])]
-    allc = [c for d in docs for c in d.chunks]
-    sb = s1 if len(docs) == 1 else score(variant(olds, allc, [X[d.source] for d in docs]), set(olds), allc)
-    rep("harm", len(docs), len(docs))  # after the batch variant too
+    sb = s1 if n == 1 else score(R[-1], set(olds), allc)
+    rep("harm", n, n)  # after the batch variant too
     return {"harm_probes": kind, "probes_n": len(qs), "probes_before": float(s0.mean()), "probes_after": float(sb.mean()),
             **self._gain_stats(s0, sb), **self._harm_stats(s0, sb)}
 

@@ -355,51 +355,67 @@ def _tokens(self:KnowledgeBase, snap:Snapshot, text:str)->list:
         memo[text] = list(self.lexical.tokenizer(text))
     return memo[text]
 
+
 @patch
-def _variant(self:KnowledgeBase, snap:Snapshot, drop, add)->dict:
-    "The variant's ids, dense matrix and BM25 statistics (kept base rows, then added chunks)."
+def _variant(self:KnowledgeBase, snap:Snapshot, drop, add,
+             base:dict=None, # a variant of the same snapshot this one extends (its kept rows and added chunks come first)
+            )->dict:
+    "The variant's ids, dense matrix and BM25 statistics (kept base rows, then added chunks: `base`'s, then `add`'s)."
     T = snap.memo("bm25_terms", lambda: _Terms(snap, self.lexical if hasattr(self.lexical, "counts") else None))
-    keep = np.ones(len(snap.ids), bool)
+    keep = np.ones(len(snap.ids), bool) if base is None else base["keep"].copy()
     if drop is not None:
         for i in drop:
             if i in snap.pos: keep[snap.pos[i]] = False
+    dim = snap.X.shape[1] if snap.X.ndim == 2 else self.embedder.dim
     new_chunks, new_X = (list(add[0]), np.asarray(add[1], np.float32)) if add is not None else ([], None)
-    if new_X is None or not len(new_chunks): new_X = np.zeros((0, snap.X.shape[1] if snap.X.ndim == 2 else self.embedder.dim), np.float32)
+    if new_X is None or not len(new_chunks): new_chunks, new_X = [], np.zeros((0, dim), np.float32)
     vocab = _Vocab(T.vocab)
+    if base is not None: vocab.new = dict(base["vocab"].new)
     ntf, _, ndl = term_matrix([self._tokens(snap, c.text) for c in new_chunks], vocab)
+    if base is not None and len(base["chunks"]):   # `base`'s added rows first, widened to the grown vocabulary
+        b_tf = base["ntf"].copy(); b_tf.resize((b_tf.shape[0], len(vocab)))
+        ntf, ndl = sp.vstack([b_tf, ntf], format="csc"), np.concatenate([base["ndl"], ndl])
+        new_chunks, new_X = base["chunks"] + new_chunks, np.concatenate([base["new_X"], new_X])
     df = np.zeros(len(vocab)); df[:len(T.df)] = T.df
     if not keep.all(): df[:len(T.df)] -= T.df_of(np.flatnonzero(~keep))
     if len(new_chunks): df[:ntf.shape[1]] += np.diff(ntf.indptr)
     n = int(keep.sum()) + len(new_chunks)
     avgdl = (T.dl[keep].sum() + ndl.sum()) / max(n, 1)
     return dict(T=T, keep=keep, vocab=vocab, idf=okapi_idf(df, n), avgdl=max(avgdl, 1e-9), ntf=ntf, ndl=ndl, n=n, new_X=new_X,
-                ids=snap.memo("ids_array", lambda: np.array(snap.ids, dtype=str))[keep].tolist() + [c.id for c in new_chunks])
+                chunks=new_chunks, ids=snap.memo("ids_array", lambda: np.array(snap.ids, dtype=str))[keep].tolist() + [c.id for c in new_chunks])
+
+def _postings(vocab, tf, dl:np.ndarray, part:list)->dict:
+    "The stored counts (`tf`, CSC, lengths `dl`) of a block of tokenised queries' terms, and which query holds each term how often."
+    js = sorted({j for q in part for j in map(vocab.get, q) if j is not None})
+    at, r_, c_ = {j: r for r, j in enumerate(js)}, [], []
+    for c, q in enumerate(part):  # a repeated query token counts once per occurrence, as in bm25s
+        for j in map(vocab.get, q):
+            if j is not None: r_.append(at[j]); c_.append(c)
+    sub = tf[:, js]
+    return dict(js=np.asarray(js, np.int64), sub=sub, dl=dl[sub.indices], term=np.repeat(np.arange(len(js)), np.diff(sub.indptr)),
+                C=sp.csr_matrix((np.ones(len(r_)), (r_, c_)), shape=(len(js), len(part))))   # sparse: each posting meets its queries only
+
+def _okapi(P:dict, idf:np.ndarray, avgdl:float, k1:float, b:float)->np.ndarray:
+    "(rows × queries) BM25Okapi of `_postings`: idf × okapi_tf of each stored count, summed per query."
+    if not len(P["js"]): return np.zeros((P["sub"].shape[0], P["C"].shape[1]))
+    w = idf[P["js"]][P["term"]] * okapi_tf(P["sub"].data, P["dl"], avgdl, k1, b)
+    return (sp.csc_matrix((w, P["sub"].indices, P["sub"].indptr), shape=P["sub"].shape) @ P["C"]).toarray()
 
 @patch
 def _bm25_matrix(self:KnowledgeBase, v:dict, token_lists:list, # tokenised queries
                  block:int=1 << 22, # scores per step (bounds the float64 temporaries)
+                 prep:dict=None, # kept across variants of one snapshot for the same `token_lists`: its postings are read once
                 )->np.ndarray:
     "BM25Okapi of tokenised queries against every chunk of a variant: (queries × chunks), kept base rows then added chunks."
-    T, k1, b, voc = v["T"], self.lexical.k1, self.lexical.b, v["vocab"]
+    T, k1, b, prep = v["T"], self.lexical.k1, self.lexical.b, {} if prep is None else prep
     out, n = np.zeros((len(token_lists), len(v["ids"])), np.float32), max(len(v["keep"]), 1)
     step = max(1, block // n)
     for q0 in range(0, len(token_lists), step):
         part = token_lists[q0:q0 + step]
-        js = sorted({j for q in part for j in map(voc.get, q) if j is not None})
-        if not js: continue
-        at, r_, c_ = {j: r for r, j in enumerate(js)}, [], []
-        for c, q in enumerate(part):  # a repeated query token counts once per occurrence, as in bm25s
-            for j in map(voc.get, q):
-                if j is not None: r_.append(at[j]); c_.append(c)
-        C = sp.csr_matrix((np.ones(len(r_)), (r_, c_)), shape=(len(js), len(part)))   # sparse: each posting meets its queries only
-        S = []
-        for M, dl in ((T.tf, T.dl), (v["ntf"], v["ndl"])):   # the terms' columns: idf × okapi_tf of each stored count
-            sel = [r for r, j in enumerate(js) if j < M.shape[1]]
-            if not sel or not M.shape[0]: S.append(np.zeros((M.shape[0], len(part)))); continue
-            sub = M[:, [js[r] for r in sel]]
-            w = np.repeat(v["idf"][[js[r] for r in sel]], np.diff(sub.indptr)) * okapi_tf(sub.data, dl[sub.indices], v["avgdl"], k1, b)
-            S.append((sp.csc_matrix((w, sub.indices, sub.indptr), shape=sub.shape) @ C[sel]).toarray())
-        out[q0:q0 + len(part)] = np.vstack([S[0][v["keep"]], S[1]]).T
+        if q0 not in prep: prep[q0] = _postings(T.vocab, T.tf, T.dl, part)
+        S0 = _okapi(prep[q0], v["idf"], v["avgdl"], k1, b)   # the stored rows, with the variant's idf and mean length
+        S1 = _okapi(_postings(v["vocab"], v["ntf"], v["ndl"], part), v["idf"], v["avgdl"], k1, b)   # the added rows, new terms included
+        out[q0:q0 + len(part)] = np.vstack([S0[v["keep"]], S1]).T
     return out
 
 @patch
@@ -416,6 +432,71 @@ def _tie_key(snap:Snapshot, keep:np.ndarray, new_ids:list)->np.ndarray:
     order = np.argsort(np.argsort(np.array(new_ids, dtype=str), kind="stable"), kind="stable")
     return np.concatenate([base, at * m + 1 + order])   # between the base ids around it
 
+# %% ../nbs/08_knowledge_base.ipynb #2d21625f
+def _best(s:np.ndarray, key:np.ndarray, k:int)->list:
+    "(position, score) of the k best of `s`, ties broken by `key` (`lexical.top_positions` over every position)."
+    return [(int(i), float(s[i])) for i in top_positions(s, k, key, positive=False)]
+
+@patch
+def rank_variants(self:KnowledgeBase, queries:list, # query texts
+                  variants:list, # (drop, add) per variant, on top of `common`: chunk ids left out, (chunks, vectors) added
+                  k:int=5, # ids returned per query
+                  modes:tuple=("hybrid",), # any of hybrid, dense, sparse: each ranked on the same variant
+                  common:tuple=(None, None), # (drop, add) every variant shares, computed once (e.g. probes' held-out chunks)
+                  Q:np.ndarray=None, # query vectors aligned with `queries` (None: `embed_queries`)
+                  which:list=None, # per variant, the positions in `queries` it ranks (None: every query)
+                  progress:Callable=None, # progress(variants done, variants) after each variant
+                 )->list:
+    "Per variant, mode -> top-k fused chunk ids per query it ranks: `rank_modes` of many variants, their shared part read once."
+    for m in modes:
+        if m not in ("hybrid", "dense", "sparse"): raise ValueError(f"rank supports hybrid, dense and sparse, not {m!r}")
+    queries, snap, shared = list(queries), self.snapshot(), which is None
+    which = [range(len(queries))] * len(variants) if shared else [list(w) for w in which]
+    v0 = self._variant(snap, *common)
+    toks = [self._tokens(snap, q) for q in queries]
+    dense = {m: [m != "sparse" and self.dense_used(q, m) for q in queries] for m in modes}
+    need = sorted({j for w in which for j in w if any(dense[m][j] for m in modes)})
+    if need: Q = np.asarray(self.embed_queries(queries) if Q is None else Q, np.float32)
+    rows0, key0, best0, prep = np.flatnonzero(v0["keep"]), _tie_key(snap, v0["keep"], [c.id for c in v0["chunks"]]), {}, {}
+    cmax, dmax = max(self.candidates, k), max((len(d or ()) for d, _ in variants), default=0)
+    for b in range(0, len(need), 512):   # each query's best columns of the shared variant, enough to stay exact after any drop
+        J = need[b:b + 512]
+        Sb = Q[J] @ snap.X.T if len(snap.ids) else np.zeros((len(J), 0), np.float32)   # the base's vectors are never copied
+        S = np.hstack([Sb if len(rows0) == len(snap.ids) else Sb[:, rows0], Q[J] @ v0["new_X"].T])
+        for j, s in zip(J, S): best0[j] = _best(s, key0, cmax + dmax)
+    out = []
+    for (drop, add), w in zip(variants, which):
+        if progress: progress(len(out), len(variants))
+        v = self._variant(snap, drop, add, base=v0)
+        res = {m: [] for m in modes}; out.append(res)
+        if not v["n"] or not w or k <= 0:
+            for m in modes: res[m] = [[] for _ in w]
+            continue
+        c, nk, n0 = min(cmax, v["n"]), int(v["keep"].sum()), len(v0["chunks"])
+        ids, key = v["ids"], _tie_key(snap, v["keep"], v["ids"][nk:])
+        at = np.cumsum(v["keep"]) - 1   # a kept base row's column in this variant
+        E = Q[list(w)] @ v["new_X"][n0:].T if need else None   # this variant's own added rows
+        Ss = self._bm25_matrix(v, [toks[j] for j in w], prep=prep if shared else None) if any(m != "dense" for m in modes) else None
+        for r, j in enumerate(w):
+            top_d = top_s = None
+            for m in modes:
+                rk = {}
+                if dense[m][j]:
+                    if top_d is None:   # the shared best that this variant keeps, and its own added rows: the exact top c
+                        cand = [(int(at[rows0[p]]) if p < len(rows0) else nk + p - len(rows0), s) for p, s in best0[j]
+                                if p >= len(rows0) or v["keep"][rows0[p]]]
+                        cand += [(nk + n0 + e, float(s)) for e, s in enumerate(E[r])]
+                        pos = np.array([p for p, _ in cand], np.int64)
+                        top_d = [(ids[pos[i]], s) for i, s in _best(np.array([s for _, s in cand], np.float32), key[pos], c)]
+                    rk["dense"] = top_d
+                if m != "dense":
+                    if top_s is None: top_s = [(ids[i], float(Ss[r, i])) for i in top_positions(Ss[r], c, key)]
+                    rk["sparse"] = top_s
+                if len(rk) == 1: res[m].append([i for i, _ in next(iter(rk.values()))][:k])
+                else: res[m].append([i for i, *_ in rrf_fuse(rk, self.weights, rrf_k=self.rrf_k, top_k=k)])
+    if progress: progress(len(out), len(variants))
+    return out
+
 @patch
 def rank_modes(self:KnowledgeBase, queries:list, # query texts
                k:int=5, # ids returned per query
@@ -425,34 +506,7 @@ def rank_modes(self:KnowledgeBase, queries:list, # query texts
                Q:np.ndarray=None, # query vectors aligned with `queries` (None: `embed_queries`)
               )->dict:
     "mode -> top-k fused chunk ids per query, for the base or for the base without `drop` and with `add` (one variant, one BM25 pass)."
-    for m in modes:
-        if m not in ("hybrid", "dense", "sparse"): raise ValueError(f"rank supports hybrid, dense and sparse, not {m!r}")
-    queries, snap = list(queries), self.snapshot()
-    v = self._variant(snap, drop, add)
-    if not v["n"] or not queries or k <= 0: return {m: [[] for _ in queries] for m in modes}
-    dense = {m: [m != "sparse" and self.dense_used(q, m) for q in queries] for m in modes}
-    if any(any(d) for d in dense.values()):
-        if Q is None: Q = self.embed_queries(queries)
-        Q = np.asarray(Q, np.float32)
-        Sb = Q @ snap.X.T if len(snap.ids) else np.zeros((len(Q), 0), np.float32)   # the base's vectors are never copied
-        Sd = np.hstack([Sb if v["keep"].all() else Sb[:, v["keep"]], Q @ v["new_X"].T])
-    Ss = self._bm25_matrix(v, [self._tokens(snap, q) for q in queries]) if any(m != "dense" for m in modes) else None
-    c = min(max(self.candidates, k), v["n"])
-    ids, out = v["ids"], {m: [] for m in modes}
-    key = _tie_key(snap, v["keep"], ids[int(v["keep"].sum()):])  # ties broken by chunk id: results depend on content only
-    for j in range(len(queries)):
-        top_d = top_s = None
-        for m in modes:
-            rk = {}
-            if dense[m][j]:
-                if top_d is None: top_d = [(ids[i], float(Sd[j, i])) for i in top_positions(Sd[j], c, key, positive=False)]
-                rk["dense"] = top_d
-            if m != "dense":
-                if top_s is None: top_s = [(ids[i], float(Ss[j, i])) for i in top_positions(Ss[j], c, key)]
-                rk["sparse"] = top_s
-            if len(rk) == 1: out[m].append([i for i, _ in next(iter(rk.values()))][:k])
-            else: out[m].append([i for i, *_ in rrf_fuse(rk, self.weights, rrf_k=self.rrf_k, top_k=k)])
-    return out
+    return self.rank_variants(queries, [(drop, add)], k, modes, Q=Q)[0]
 
 @patch
 def rank(self:KnowledgeBase, queries:list, # query texts
