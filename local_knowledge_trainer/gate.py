@@ -9,6 +9,7 @@ __all__ = ['TAU', 'TEXT_FLOOR', 'TEXT_MIN_WORDS', 'CODE_FORMATS', 'VERDICTS', 'R
 
 # %% ../nbs/18_gate.ipynb #3f125c03
 import hashlib, logging, math, re, time, warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -462,15 +463,12 @@ def _dups(self:IngestGate, docs, vectors, snap, rows, old_of, rep=None):
 
 # %% ../nbs/18_gate.ipynb #76e3b2cb
 @patch
-def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof, rep=None):
-    "Own held-out probes of each new document: lexically supported RR@k before (base) and after (base + rest of the document)."
+def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, probes:dict, Q, H:dict, rep=None):
+    "Own held-out probes of each new document (`probes`: source -> probes, `Q` their vectors, `H` held-out chunk id -> vector): lexically supported RR@k before (base) and after (base + rest of the document)."
     kb, k, rep = self.kb, self.k, rep or StageProgress()
-    probes = {d.source: doc_probes(d, self.n_probes, self.min_words, self.novelty_folds) for d in docs}
     allp = [p for d in docs for p in probes[d.source]]
     rep("novelty", 0, len(allp))
     qs = [p.query for p in allp]
-    held = {h.id: h for p in allp for h in p.held}
-    H = dict(zip(held, kb.embed_texts([h.text for h in held.values()]))) if held else {}
     variants, which, new, at, j = [(None, None)], [list(range(len(allp)))], [None], {}, 0   # the base, then a variant per document and fold
     for d in docs:
         old, Xd = old_of.get(d.source, []), np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32)
@@ -483,7 +481,7 @@ def _novelty(self:IngestGate, docs, vectors, snap, rows, old_of, dups, Qof, rep=
                 at[key] = len(variants); variants.append((old, (ac, aX))); which.append([]); new.append({c.id for c in ac})
             which[at[key]].append(j); j += 1
     done = np.cumsum([0] + [len(w) for w in which[1:]])
-    R = kb.rank_variants(qs, variants, k, ("hybrid", "sparse"), Q=Qof(qs), which=which,
+    R = kb.rank_variants(qs, variants, k, ("hybrid", "sparse"), Q=Q, which=which,
                          progress=lambda i, n: i > 1 and rep("novelty", int(done[i - 1]), len(allp))) if qs else []
     after = {j: (g, r_) for g in range(1, len(which)) for r_, j in enumerate(which[g])}   # probe -> (its variant, its row there)
     m, j = min_signflip_n(self.alpha), 0
@@ -516,38 +514,37 @@ def _base_probes(self:IngestGate, snap, exclude:set)->list:
     return [p for p in P if p.source not in exclude][:self.n_harm]
 
 @patch
-def _probe_ab(self:IngestGate, docs, vectors, snap, rows, old_of, Qof, rep=None)->dict:
-    "The base's probes (labelled, else held-out sentences of stored documents) with and without each document: gain and harm; and for the batch."
-    kb, k, rep = self.kb, self.k, rep or StageProgress()
-    X = {d.source: np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32) for d in docs}
+def _harm_probes(self:IngestGate, docs, snap)->SimpleNamespace:
+    "The base's probes for gain and harm (labelled, else held-out sentences of stored documents): queries, held-out chunks, scoring."
+    kb = self.kb
     if self.cases:
-        kind, why = "labelled", ""
         qs = [c["query"] for c in self.cases]
         ck = hashlib.sha256(repr([sorted(c["relevant"]) for c in self.cases]).encode()).hexdigest()[:16]
         rel0 = snap.memo(f"gate_relevant_{ck}", lambda: [_relevant_ids(c, snap.chunks.values()) for c in self.cases])
-        base_drop, base_add, HX = [], [], np.zeros((0, snap.X.shape[1] if snap.X.ndim == 2 else kb.embedder.dim), np.float32)
         def score(R, drop, chunks):
             return np.array([_rr(x, (rel - drop) | _relevant_new(c, chunks)) for x, c, rel in zip(R, self.cases, rel0)])
-        answers = lambda chunks: sum(1 for c in self.cases if _relevant_new(c, chunks))
-    else:
-        P = self._base_probes(snap, {d.source for d in docs}) if len(snap.ids) else []
-        kind, why = ("held-out (stored documents)", "") if P else (None, "no labelled probes and no stored document to draw from")
-        qs = [p.query for p in P]
-        base_drop = [i for p in P for i in p.chunk_ids]
-        base_add = [h for p in P for h in p.held]
-        HX = kb.embed_texts([h.text for h in base_add]) if base_add else np.zeros((0, kb.embedder.dim), np.float32)
-        srcmap = {h.id: h.source for h in base_add}
-        def score(R, drop, chunks):
-            sm = {**srcmap, **{c.id: c.source for c in chunks}}
-            return np.array([_rr(x, lambda i, s=p.source: (sm.get(i) or snap.chunks[i].source) == s) for x, p in zip(R, P)])
-        answers = lambda chunks: 0
+        return SimpleNamespace(kind="labelled", why="", qs=qs, drop=[], add=[], score=score,
+                               answers=lambda chunks: sum(1 for c in self.cases if _relevant_new(c, chunks)))
+    P = self._base_probes(snap, {d.source for d in docs}) if len(snap.ids) else []
+    add = [h for p in P for h in p.held]
+    srcmap = {h.id: h.source for h in add}
+    def score(R, drop, chunks):
+        sm = {**srcmap, **{c.id: c.source for c in chunks}}
+        return np.array([_rr(x, lambda i, s=p.source: (sm.get(i) or snap.chunks[i].source) == s) for x, p in zip(R, P)])
+    return SimpleNamespace(kind="held-out (stored documents)" if P else None, why="" if P else "no labelled probes and no stored document to draw from",
+                           qs=[p.query for p in P], drop=[i for p in P for i in p.chunk_ids], add=add, score=score, answers=lambda chunks: 0)
+
+@patch
+def _probe_ab(self:IngestGate, docs, vectors, snap, rows, old_of, hp:SimpleNamespace, Q, HX, rep=None)->dict:
+    "Gain and harm of each document, and of the batch, on the base's probes `hp` (`Q` their vectors, `HX` their held-out chunks')."
+    kb, k, rep, kind, qs, score = self.kb, self.k, rep or StageProgress(), hp.kind, hp.qs, hp.score
+    X = {d.source: np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32) for d in docs}
     if not qs:
         for r in rows: r.update(probes=None, probes_n=0, gain_answers=0, **self._gain_stats([], []), **self._harm_stats([], []), pushed_out=0, pushed_out_by_doc=0)
-        for r in rows: r["gain"], r["harm"] = f"not tested: {why or 'no probes'}", f"not tested: {why or 'no probes'}"
+        for r in rows: r["gain"], r["harm"] = f"not tested: {hp.why or 'no probes'}", f"not tested: {hp.why or 'no probes'}"
         return {"harm_probes": None}
     rep("harm", 0, len(docs))
-    Q = Qof(qs)
-    common, n = (base_drop, (base_add, HX)), len(docs)   # every variant holds the probes' sentences out
+    common, n = (hp.drop, (hp.add, HX)), len(docs)   # every variant holds the probes' sentences out
     s0 = snap.memo(f"gate_harm_before_{hashlib.sha256(repr((qs, k, kind)).encode()).hexdigest()[:16]}",
                    lambda: score(kb.rank_variants(qs, [(None, None)], k, common=common, Q=Q)[0]["hybrid"], set(), []))
     olds = [i for d in docs for i in old_of.get(d.source, [])]
@@ -559,7 +556,7 @@ def _probe_ab(self:IngestGate, docs, vectors, snap, rows, old_of, Qof, rep=None)
         old = old_of.get(d.source, [])
         s1 = score(R1, set(old), d.chunks)
         mine = {c.id for c in d.chunks}
-        r.update(probes=kind, probes_n=len(qs), probes_before=float(s0.mean()), probes_after=float(s1.mean()), gain_answers=answers(d.chunks),
+        r.update(probes=kind, probes_n=len(qs), probes_before=float(s0.mean()), probes_after=float(s1.mean()), gain_answers=hp.answers(d.chunks),
                  **self._gain_stats(s0, s1), **self._harm_stats(s0, s1), pushed_out=int(((s0 > 0) & (s1 == 0)).sum()),
                  pushed_out_by_doc=int(sum(1 for a0, a1, x in zip(s0, s1, R1) if a0 > 0 and a1 == 0 and mine & set(x))))
     sb = s1 if n == 1 else score(R[-1], set(olds), allc)
@@ -605,7 +602,7 @@ def _batch(self:IngestGate, rows, probe:dict)->dict:
 @patch
 def evaluate(self:IngestGate, docs:list, # new or changed parsed `Document`s (with chunks)
              vectors:dict, # chunk id -> unit float32 vector (already embedded by the trainer)
-             progress:Callable=None, # progress(stage, done, total): "duplicates", "shift" (documents), "novelty" (probes), "harm" (documents)
+             progress:Callable=None, # progress(stage, done, total): "duplicates", "shift", "harm" (documents), "novelty" (probes)
             ):
     "Test each document against the current base; returns a `GateResult` (the base is not modified)."
     with StageProgress.of(progress, self.show_progress, "gate") as rep: return self._evaluate(docs, vectors, rep)
@@ -624,23 +621,28 @@ def _evaluate(self:IngestGate, docs, vectors, rep):
     old_of = _old_of(snap) if len(snap.ids) else {}
     rows = [{"source": d.source, "n_chunks": len(d.chunks), "replaces": d.source in old_of, "shift": None, "nn_median": None,
              "nn_percentile": None, "ks_D": None, "ks_p": None, "notes": []} for d in docs]
-    self._text(docs, rows)
-    dups = self._dups(docs, vectors, snap, rows, old_of, rep)
-    if do_ks and len(snap.ids) >= 2: self._shift(docs, vectors, snap, rows, rep)
-    timing, batch = {}, None
-    if do_ab:
-        cache = {}
-        def Qof(texts):
-            miss = [t for t in dict.fromkeys(texts) if t not in cache]
-            if miss: cache.update(zip(miss, kb.embed_queries(miss)))
-            return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, kb.embedder.dim), np.float32)
-        t1 = time.perf_counter()
-        timing["novelty_queries"] = self._novelty(docs, vectors, snap, rows, old_of, dups, Qof, rep)
-        t2 = time.perf_counter()
-        probe = self._probe_ab(docs, vectors, snap, rows, old_of, Qof, rep)
-        timing.update(novelty_s=round(t2 - t1, 3), harm_s=round(time.perf_counter() - t2, 3))
-        self._verdicts(rows)
-        batch = self._batch(rows, probe)
+    timing, batch, ex = {}, None, ThreadPoolExecutor(1)
+    try:
+        if do_ab:   # the probes' texts are embedded in one background thread, in the order they are needed, while the gate checks and ranks
+            hp = self._harm_probes(docs, snap)
+            probes = {d.source: doc_probes(d, self.n_probes, self.min_words, self.novelty_folds) for d in docs}
+            held = {h.id: h for d in docs for p in probes[d.source] for h in p.held}
+            enc = [ex.submit(f, t) for f, t in ((kb.embed_queries, hp.qs), (kb.embed_texts, [h.text for h in hp.add]),
+                                                (kb.embed_queries, [p.query for d in docs for p in probes[d.source]]),
+                                                (kb.embed_texts, [h.text for h in held.values()]))]
+        self._text(docs, rows)
+        dups = self._dups(docs, vectors, snap, rows, old_of, rep)
+        if do_ks and len(snap.ids) >= 2: self._shift(docs, vectors, snap, rows, rep)
+        if do_ab:
+            t1 = time.perf_counter()
+            probe = self._probe_ab(docs, vectors, snap, rows, old_of, hp, enc[0].result(), enc[1].result(), rep)   # the novelty texts embed meanwhile
+            t2 = time.perf_counter()
+            timing["novelty_queries"] = self._novelty(docs, vectors, snap, rows, old_of, dups, probes, enc[2].result(),
+                                                      dict(zip(held, enc[3].result())), rep)
+            timing.update(harm_s=round(t2 - t1, 3), novelty_s=round(time.perf_counter() - t2, 3))
+            self._verdicts(rows)
+            batch = self._batch(rows, probe)
+    finally: ex.shutdown(cancel_futures=True)
     for r in rows:
         if not do_ab: r.update(verdict="not tested", harm="not tested: hypothesis_test='ks'", redundant=r["duplicate_of"] is not None)
         r["approved"] = (r["verdict"] == "improved") if self.strict else (r["verdict"] not in REJECTED or not do_ab)
