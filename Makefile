@@ -50,7 +50,7 @@ check-sync: setup
 # built from those executed copies without executing anything again (tests/test_docs.py). Tests marked `slow` (minutes
 # each: the kill loop, big simulations) and the notebooks' `#| slow` cells are left out: `make test-slow` runs them.
 test: setup check-sync docs-deps
-	$(PY) -m pytest tests -v -p no:cacheprovider -m "not slow"
+	$(PY) -m pytest tests -v -p no:cacheprovider -m "not slow" --durations=25
 
 # The slow parts, CI's separate target: the pytest tests marked `slow`, then every notebook with its `#| slow` cells
 # (LKT_SLOW=1; the executed copies in build/executed/ then include them).
