@@ -10,6 +10,7 @@ __all__ = ['TEXT_QUALITY', 'test_topic_conflict', 'QUALITY_TIERS', 'bootstrap_co
 
 # %% ../nbs/20_diagnostics.ipynb #20c2a98c
 import copy, math, os, re, unicodedata, warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -250,20 +251,24 @@ def _bad_char(ch:str)->bool:
     return c in ("Co", "Cs", "Cn") or (c == "Cc" and not ch.isspace())
 
 def _switches(t:str)->int:
+    "Letter/digit switches along the alphanumeric characters of `t`."
+    if t.isalpha() or not any(map(str.isdigit, t)): return 0   # no digit: nothing to switch to
     k = [ch.isdigit() for ch in t if ch.isalnum()]
     return sum(x != y for x, y in zip(k, k[1:]))
 
-def _clean_piece(t:str)->bool:
-    return bool(_CLEAN.match(t)) and _switches(t) <= 2 and not any(map(_bad_char, t))
+def _clean_piece(t:str, bad:set)->bool:
+    "A clean token (word, number, short alphanumeric) holding none of `bad` (the bad characters of its text)."
+    return bool(_CLEAN.match(t)) and _switches(t) <= 2 and bad.isdisjoint(t)
 
 def text_quality(text:str, # a chunk's text
                 )->dict:
     "Shares of non-space characters that are bad code points, mojibake, and in clean tokens (words, numbers, CJK runs); `garbage` reason or None."
-    ns = [c for c in text if not c.isspace()]
-    n = len(ns)
+    counts = Counter(text)   # each distinct character is judged once
+    n = sum(v for ch, v in counts.items() if not ch.isspace())
     out = {"chars": n, "bad": 0.0, "mojibake": 0.0, "clean": 1.0, "garbage": None}
     if not n: return out
-    out["bad"] = sum(map(_bad_char, ns)) / n
+    bad = {ch for ch in counts if not ch.isspace() and _bad_char(ch)}
+    out["bad"] = sum(counts[ch] for ch in bad) / n
     moj = 0
     for m in _NON_ASCII.finditer(text):  # a run of non-ASCII characters that is UTF-8 read as cp1252 / Latin-1
         r = m.group(0)
@@ -273,11 +278,12 @@ def text_quality(text:str, # a chunk's text
             except UnicodeError: pass
     out["mojibake"] = moj / n
     tot = good = 0
-    for tok in _DELIM.split(text):
-        for piece in CJK_RUN.split(tok):  # CJK runs are words; what is between them is judged like any token
+    cjk = CJK_RUN.search(text) is not None
+    for tok, times in Counter(_DELIM.split(text)).items():   # each distinct token judged once, counted as often as it occurs
+        for piece in (CJK_RUN.split(tok) if cjk else (tok,)):  # CJK runs are words; what is between them is judged like any token
             if not piece: continue
-            tot += len(piece); good += len(piece) * _clean_piece(piece)
-        good += sum(map(len, CJK_RUN.findall(tok))); tot += sum(map(len, CJK_RUN.findall(tok)))
+            tot += times * len(piece); good += times * len(piece) * _clean_piece(piece, bad)
+        if cjk: w = times * sum(map(len, CJK_RUN.findall(tok))); good += w; tot += w
     out["clean"] = good / tot if tot else 0.0
     T = TEXT_QUALITY
     if n >= T["min_chars"]:

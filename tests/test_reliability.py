@@ -2,8 +2,9 @@
 leftover folders, one identity per source, bad input, hostile queries and LLM faults.
 
 Writers and readers run in their own processes, forked from one *zygote* (`python tests/test_reliability.py --zygote`)
-that imported LKT once, so a SIGKILL lands inside an ingest rather than inside the imports. Everything embeds with the
-`HashingEmbedder` test double (no model to load). Every corpus is generated here, in temporary folders, from seeded RNGs.
+that imported LKT and what an ingest loads on first use (the confidence fit's modules, the language identifier) once, so
+a SIGKILL lands inside an ingest rather than inside the imports. Everything embeds with the `HashingEmbedder` test double
+(no model to load). Every corpus is generated here, in temporary folders, from seeded RNGs.
 `bench/reliability.py` runs the same kill loop 100 times (`kill_loop`) and measures large files.
 
 LKT_KILLS=n changes the number of kills of `test_kill_loop` (default 50).
@@ -287,6 +288,12 @@ def zygote_main():
     import faiss, scipy.sparse  # noqa: F401
     try: import local_knowledge_trainer.persist  # noqa: F401
     except ImportError: pass
+    try:  # what every ingest loads on first use: the answer-confidence fit (`warm`), fusion, stems, the lock, the language model
+        import local_knowledge_trainer.confidence, local_knowledge_trainer.fusion  # noqa: F401
+        import sklearn.linear_model, snowballstemmer, filelock  # noqa: F401
+        from local_knowledge_trainer.text import identify_language
+        identify_language("The zygote loads the language identifier once, before it forks.")
+    except ImportError: pass
     print(json.dumps({"ready": os.getpid()}), flush=True)
     for line in sys.stdin:
         c = json.loads(line)
@@ -552,7 +559,11 @@ def zyg(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, zyg):
-    lab = Lab(tmp_path_factory.mktemp("lab"), zyg)
+    """The lab of the injected crashes and the writer/reader tests: 14 old files (68 chunks), a new batch of 6 (92 in all).
+
+    Smaller than the kill loop's (20 + 30): every ingest of the new batch fits the answer-confidence models before it
+    publishes (`warm`, the default, kept), and that fit grows with the base: 0.8 s here against 2.1 s on the kill loop's."""
+    lab = Lab(tmp_path_factory.mktemp("lab"), zyg, n_old=14, n_new=6)
     lab.calibrate(runs=1)
     return lab
 
@@ -750,13 +761,22 @@ CRAFTED = {  # name -> (mutation(base, tmp), which file it attacks)
 }
 
 
+@pytest.fixture(scope="module")
+def crafted_template(tmp_path_factory):
+    "(a base of `_docs(n=3)` as `trainer` ingests it, its chunk count): built once, copied by each crafted-base test."
+    tmp = tmp_path_factory.mktemp("crafted")
+    _docs(tmp, n=3)
+    kt = trainer(tmp / "kb"); kt.ingest(str(tmp / "docs")); n = kt.store.count_chunks(); kt.close()
+    return tmp / "kb", n
+
+
 @pytest.mark.parametrize("name", list(CRAFTED))
-def test_crafted_base(tmp_path, name):
+def test_crafted_base(tmp_path, name, crafted_template):
     "A crafted or corrupted base file: opening, doctor and search give results or an LKTError naming the file, nothing is written outside the base, and the repair the message promises works (unless the evidence store itself is gone)."
     from local_knowledge_trainer.core import LKTError
-    texts = _docs(tmp_path, n=3)
+    texts = _docs(tmp_path, n=3)   # the same seeded files as the template's: sources are named relative to the base's parent
     base = tmp_path / "kb"
-    kt = trainer(base); kt.ingest(str(tmp_path / "docs")); n = kt.store.count_chunks(); kt.close()
+    restore(crafted_template[0], base); n = crafted_template[1]
     mutate, target = CRAFTED[name]
     mutate(base, tmp_path)
     outside = set(p.name for p in tmp_path.iterdir())
@@ -1007,10 +1027,13 @@ def bad_corpus(d:Path) -> dict:
 
 @pytest.fixture(scope="module")
 def bad_base(tmp_path_factory):
-    "The bad-input corpus ingested once: (trainer, spec, IngestResult, {file name: [(status, reason)]}, seconds, base folder)."
+    """The bad-input corpus ingested once: (trainer, spec, IngestResult, {file name: [(status, reason)]}, seconds, base folder).
+
+    warm=False: the tests read what was parsed and stored (text searches, no answer confidence), and fitting the confidence
+    models on the 1,947 chunks of the huge files was two thirds of this ingest (a failed fit would only warn)."""
     tmp = tmp_path_factory.mktemp("bad")
     spec = bad_corpus(tmp / "bad")
-    kt = trainer(tmp / "kb", chunk_size=256, chunk_overlap=16)
+    kt = trainer(tmp / "kb", chunk_size=256, chunk_overlap=16, warm=False)
     t = time.perf_counter()
     res = kt.ingest(str(tmp / "bad"))
     elapsed = time.perf_counter() - t
