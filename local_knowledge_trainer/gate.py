@@ -516,7 +516,6 @@ def _base_probes(self:IngestGate, snap, exclude:set)->list:
 @patch
 def _harm_probes(self:IngestGate, docs, snap)->SimpleNamespace:
     "The base's probes for gain and harm (labelled, else held-out sentences of stored documents): queries, held-out chunks, scoring."
-    kb = self.kb
     if self.cases:
         qs = [c["query"] for c in self.cases]
         ck = hashlib.sha256(repr([sorted(c["relevant"]) for c in self.cases]).encode()).hexdigest()[:16]
@@ -545,13 +544,12 @@ def _probe_ab(self:IngestGate, docs, vectors, snap, rows, old_of, hp:SimpleNames
         return {"harm_probes": None}
     rep("harm", 0, len(docs))
     common, n = (hp.drop, (hp.add, HX)), len(docs)   # every variant holds the probes' sentences out
-    s0 = snap.memo(f"gate_harm_before_{hashlib.sha256(repr((qs, k, kind)).encode()).hexdigest()[:16]}",
-                   lambda: score(kb.rank_variants(qs, [(None, None)], k, common=common, Q=Q)[0]["hybrid"], set(), []))
     olds = [i for d in docs for i in old_of.get(d.source, [])]
     allc = [c for d in docs for c in d.chunks]
-    vs = [(old_of.get(d.source, []), (d.chunks, X[d.source])) for d in docs]   # each document, then the batch
+    vs = [(None, None)] + [(old_of.get(d.source, []), (d.chunks, X[d.source])) for d in docs]   # before, each document, then the batch
     if n != 1: vs.append((olds, (allc, np.concatenate([HX[:0]] + [X[d.source] for d in docs]))))
-    R = [x["hybrid"] for x in kb.rank_variants(qs, vs, k, common=common, Q=Q, progress=lambda i, t: 0 < i < n and rep("harm", i, n))]
+    R0, *R = [x["hybrid"] for x in kb.rank_variants(qs, vs, k, common=common, Q=Q, progress=lambda i, t: 1 < i <= n and rep("harm", i - 1, n))]
+    s0 = score(R0, set(), [])
     for r, d, R1 in zip(rows, docs, R):
         old = old_of.get(d.source, [])
         s1 = score(R1, set(old), d.chunks)
