@@ -8,65 +8,21 @@ shape at all but are named by the environment (`…_PASSWORD`, `.env`). Some are
 their shape only. Every command that prints user data runs as its own process, plain and with `--json` (`--trace` where
 it has one), and no planted value — nor a 12-character piece of one — may appear on stdout or stderr.
 
-Commands that embed (ingest, search, answer, doctor) run `cli.main` in a process of their own whose trainer embeds with
-the `HashingEmbedder` test double (as nbs/24_cli.ipynb does: no model to load). Each is forked from one *zygote*
-interpreter that made that substitution and imported LKT and what the commands load (the confidence models, spaCy for
-the graph) once, in the commands' environment and folder: a fresh interpreter paid those seconds of imports for every
-command. What the zygote printed while importing is prepended to every forked command's output, so each command is
-checked on everything a user running it would see. The others (stats, where, graph, parse) run the installed `lkt`
-console script itself.
+Commands that embed (ingest, search, answer, doctor) run `cli.main` in a fresh interpreter whose trainer embeds with the
+`HashingEmbedder` test double (as nbs/24_cli.ipynb does: no model to load); the others (stats, where, graph, parse) run
+the installed `lkt` console script itself.
 """
-import json, locale, os, subprocess, sys
+import json, os, subprocess, sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LKT = Path(sys.executable).parent / "lkt"
-SETUP = ("import local_knowledge_trainer.trainer as _t\nfrom local_knowledge_trainer.embeddings import HashingEmbedder\n"
-         "_Real = _t.KnowledgeTrainer\n"
-         "_t.KnowledgeTrainer = lambda *a, **kw: _Real(*a, **{**kw, 'embedding_model': HashingEmbedder(64), 'vector_store': 'numpy'})\n"
-         "import sys\nfrom local_knowledge_trainer.cli import main\n")
-HASHING = SETUP + "sys.exit(main(sys.argv[1:]))"   # `python -c HASHING ARGV...`: what each forked command runs
-# the zygote (`python -c ZYGOTE OUT`): its replies go to its stdout pipe, what it prints while importing to the file OUT.
-# It runs SETUP (HASHING without its last line) and the imports, then reads one line per command ({"argv", "out", "err",
-# "timeout"}): it forks a child that runs `sys.exit(main(argv))` as `python -c HASHING ARGV...` would (sys.argv, stdin
-# /dev/null, stdout and stderr to files), waits for it and answers its exit code ("timeout": killed after `timeout` s)
-ZYGOTE = """import atexit, json, os, signal, sys, threading, time
-_replies = os.fdopen(os.dup(1), "w")
-_f = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644); os.dup2(_f, 1); os.close(_f)
-""" + SETUP + """import local_knowledge_trainer.confidence, local_knowledge_trainer.graph, local_knowledge_trainer.entities
-try: import spacy
-except ImportError: pass
-sys.stdout.flush(); sys.stderr.flush()
-print(json.dumps({"ready": os.getpid()}), file=_replies, flush=True)
-for line in sys.stdin:
-    c = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        for fd, path, mode in ((0, os.devnull, os.O_RDONLY), (1, c["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                               (2, c["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
-            f = os.open(path, mode, 0o644); os.dup2(f, fd); os.close(f)
-        sys.argv = ["-c", *c["argv"]]
-        try: code = main(c["argv"])
-        except SystemExit as e: code = e.code
-        except BaseException: sys.excepthook(*sys.exc_info()); code = 1
-        if code is None: code = 0
-        elif not isinstance(code, int): print(code, file=sys.stderr); code = 1
-        # the interpreter's exit (threads joined, atexit, streams flushed), without its module teardown (seconds after torch)
-        for t in threading.enumerate():
-            if t is not threading.main_thread() and not t.daemon: t.join()
-        atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush()
-        os._exit(code & 0xFF)
-    t_end, code = time.monotonic() + c["timeout"], None
-    while code is None:
-        p, st = os.waitpid(pid, os.WNOHANG)
-        if p: code = os.waitstatus_to_exitcode(st)
-        elif time.monotonic() > t_end: os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0); code = "timeout"
-        else: time.sleep(0.005)
-    print(json.dumps({"code": code}), file=_replies, flush=True)
-os._exit(0)   # stdin closed: done (its module teardown would only cost seconds)
-"""
+HASHING = ("import local_knowledge_trainer.trainer as _t\nfrom local_knowledge_trainer.embeddings import HashingEmbedder\n"
+           "_Real = _t.KnowledgeTrainer\n"
+           "_t.KnowledgeTrainer = lambda *a, **kw: _Real(*a, **{**kw, 'embedding_model': HashingEmbedder(64), 'vector_store': 'numpy'})\n"
+           "import sys\nfrom local_knowledge_trainer.cli import main\nsys.exit(main(sys.argv[1:]))")
 KEY_LINES = ["MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi+v6x2V2i1bQ3ZqJvZmD1eAGrm",
              "T0Xb0Yk4oWjxsoB/8LqUr1cMAx5Kz7Jm7lPnGdQh1+QJ7l6lYcFZr3FbxTTWmU2C",
              "w8fAPhJgH8DpSo1yA8sQZk7ReVb0Lx3NmQa9Tc4Ud2Wf6Yh1Sj8Pk5Gn0Er7Bt"]
@@ -147,62 +103,32 @@ SHOWS_TEXT = {"search --json --trace", "search --mode text --json", "answer", "a
 
 
 class Runs:
-    "The commands of COMMANDS in the project folder, each run once, in order, on first use (the hashing ones by the zygote)."
-    def __init__(self, proj:Path, logs:Path): self.proj, self.logs, self.done, self.zygote = proj, logs, {}, None
+    "The commands of COMMANDS in the project folder, each run once, in order, on first use."
+    def __init__(self, proj:Path): self.proj, self.done = proj, {}
 
     def env(self)->dict:
         e = {k: v for k, v in os.environ.items() if k != "LKT_PERSIST"}
         return {**e, **ENV, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 
-    def _read(self, path:Path)->str:
-        with open(path, encoding=locale.getpreferredencoding(False)) as f: return f.read()   # as subprocess.run(text=True) decodes
-
-    def _forked(self, argv:list, timeout:float=600)->subprocess.CompletedProcess:
-        "`python -c HASHING *argv` forked by the zygote (started on first use): its output after what the zygote's imports printed."
-        if self.zygote is None:
-            out, err = self.logs / "zygote.out", self.logs / "zygote.err"
-            with open(err, "w") as e:
-                self.zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE, str(out)], cwd=self.proj, env=self.env(),
-                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=e, text=True)
-            if not self.zygote.stdout.readline(): raise RuntimeError(f"the zygote died: {self._read(err)[-3000:]}")
-            self.start = (self._read(out), self._read(err))   # what importing printed: part of every forked command's output
-        n = len(self.done)
-        out, err = self.logs / f"{n:02d}.out", self.logs / f"{n:02d}.err"
-        self.zygote.stdin.write(json.dumps({"argv": argv, "out": str(out), "err": str(err), "timeout": timeout}) + "\n")
-        self.zygote.stdin.flush()
-        reply = self.zygote.stdout.readline()
-        if not reply: raise RuntimeError(f"the zygote died running {argv}: {self._read(self.logs / 'zygote.err')[-3000:]}")
-        code = json.loads(reply)["code"]
-        if code == "timeout": raise subprocess.TimeoutExpired([sys.executable, "-c", HASHING, *argv], timeout)
-        return subprocess.CompletedProcess([sys.executable, "-c", HASHING, *argv], code, self.start[0] + self._read(out),
-                                           self.start[1] + self._read(err))
-
     def __call__(self, label:str)->subprocess.CompletedProcess:
         for lab, argv, hashing in COMMANDS:
             if lab in self.done: continue
-            self.done[lab] = self._forked(argv) if hashing else \
-                subprocess.run([str(LKT), *argv], cwd=self.proj, env=self.env(), capture_output=True, text=True, timeout=600)
+            cmd = [sys.executable, "-c", HASHING, *argv] if hashing else [str(LKT), *argv]
+            self.done[lab] = subprocess.run(cmd, cwd=self.proj, env=self.env(), capture_output=True, text=True, timeout=600)
             if lab == label: break
         return self.done[label]
-
-    def close(self):
-        if self.zygote is not None:
-            self.zygote.stdin.close(); self.zygote.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     if not LKT.exists(): pytest.skip(f"no console script at {LKT} (pip install -e .)")
-    if not hasattr(os, "fork"): pytest.skip("the commands that embed are forked from one interpreter (POSIX only)")
-    proj, logs = tmp_path_factory.mktemp("secrets"), tmp_path_factory.mktemp("secrets-logs")
+    proj = tmp_path_factory.mktemp("secrets")
     (proj / "docs").mkdir()
     (proj / "docs" / "ops.md").write_text(OPS, encoding="utf-8")
     (proj / "docs" / "keys.txt").write_text(KEYS, encoding="utf-8")
     (proj / ".env").write_text("".join(f"{k}={v}\n" for k, v in DOTENV.items()), encoding="utf-8")
-    r = Runs(proj, logs)
-    yield r
-    r.close()
+    return Runs(proj)
 
 
 def leaks(text:str)->list:
