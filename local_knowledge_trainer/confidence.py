@@ -138,9 +138,12 @@ def query_features(kb, # a `KnowledgeBase`
     snap = kb.snapshot()
     S = Q @ snap.X.T if Q is not None else None
     v0, F, tops = kb._variant(snap, None, None), [], []
+    whole = [j for j in range(len(questions)) if drop is None or not drop[j]] if "sparse" in channels else []
+    toks = {j: list(kb.lexical.tokenizer(questions[j])) for j in whole}
+    B0 = dict(zip(whole, kb._bm25_matrix(v0, [toks[j] for j in whole]))) if whole else {}   # one pass: row j is `_sparse`'s scores
     for j, q in enumerate(questions):
         v = v0 if drop is None or not drop[j] else kb._variant(snap, drop[j], None)
-        sb = _sparse(kb, v, q) if "sparse" in channels else None
+        sb = ((B0[j], _bm25_max(kb, v, toks[j])) if j in B0 else _sparse(kb, v, q)) if "sparse" in channels else None
         f, top = _score_features(kb, channels, S[j][v["keep"]] if S is not None else None, sb, v["ids"], k, min(cands, v["n"]))
         F.append(f); tops.append(top)
     return np.asarray(F, float).reshape(len(F), len(names)), tops
@@ -268,6 +271,16 @@ def _auroc(score, y)->float:
     r = stats.rankdata(score)
     return float((r[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
+def _auroc_paired(s:np.ndarray, # n positives' scores, then their n paired negatives'
+                  J:np.ndarray, # resamples (rows) of positions 0..n-1
+                 )->np.ndarray:
+    "`_auroc` of each resample (positives s[J[b]], negatives s[J[b] + n]), by counting pairs: U is a sum of halves, exact either way."
+    n, out = len(s) // 2, np.empty(len(J))
+    for a in range(0, len(J), 32):   # 32 resamples × n × n comparisons at a time
+        P, N = s[J[a:a + 32]][:, :, None], s[J[a:a + 32] + n][:, None, :]
+        out[a:a + 32] = ((P > N).sum((1, 2)) + 0.5 * (P == N).sum((1, 2))) / (n * n)
+    return out
+
 def _logistic(X:np.ndarray, y:np.ndarray)->np.ndarray:
     "L2-penalised logistic regression (C = 1, intercept unpenalised) on standardised X: intercept first."
     from sklearn.linear_model import LogisticRegression
@@ -290,10 +303,8 @@ def _choose_score(names:list, F1:np.ndarray, F0:np.ndarray, fold:np.ndarray)->tu
         if te.any() and len(set(y[tr])) == 2: oof[te] = np.hstack([np.ones((te.sum(), 1)), Z[te]]) @ _logistic(Z[tr], y[tr])
     auc["logistic"] = _auroc(oof, y)
     n = len(F1); rng = np.random.default_rng(content_seed(oof.tobytes().hex()))   # probes resampled with both their rows
-    diff = []
-    for _ in range(BEAT_RESAMPLES):
-        j = rng.integers(n, size=n); j = np.r_[j, j + n]
-        diff.append(_auroc(oof[j], y[j]) - _auroc(X[j, 0], y[j]))
+    J = np.stack([rng.integers(n, size=n) for _ in range(BEAT_RESAMPLES)])   # one resample of the probes per row
+    diff = _auroc_paired(oof, J) - _auroc_paired(X[:, 0], J)   # scores are finite here (the logistic was fitted on them)
     auc["logistic_minus_raw_q05"] = float(np.quantile(diff, 0.05))
     if not auc["logistic_minus_raw_q05"] > 0: return raw, mean, scale, np.zeros(len(names) + 1), auc   # not shown to beat it
     return "logistic", mean, scale, _logistic(Z, y), auc
@@ -313,14 +324,15 @@ def fit_confidence_models(kb, # a `KnowledgeBase`
     probes = null[:n_probes]
     P1, P0 = probe_features(kb, probes, sets), probe_features(kb, null, sets, absent=True)
     fold = np.array([content_seed(p.query) % 2 for p in probes])   # by the sentence itself: never by a file name
-    out = {}
+    every = tuple(sorted({c for s in sets for c in s}))   # each set's features are columns of every channel's (the same numbers)
+    F_off, every_names, out = query_features(kb, OFF_TOPIC, every)[0], feature_names(every), {}
     for s in sets:
         names = feature_names(s)
         (F1, r1), (F0, _) = P1[s], P0[s]
         score, mean, scale, coef, auc = _choose_score(names, F1, F0[:len(F1)], fold)
         m = ConfidenceModel(tuple(s), names, score, mean, scale, coef, n_probes=len(probes), probe_auroc=auc, ids=frozenset(snap.ids))
         m.present, m.present_rank, m.absent = m.scores(F1), np.asarray(r1, int), np.sort(m.scores(F0))
-        m.off_topic = np.sort(m.scores(query_features(kb, OFF_TOPIC, s)[0]))
+        m.off_topic = np.sort(m.scores(np.ascontiguousarray(F_off[:, [every_names.index(f) for f in names]])))   # C order, as a matrix of its own
         out[tuple(s)] = m
     for m in out.values(): m.seconds = time.perf_counter() - t0
     return out

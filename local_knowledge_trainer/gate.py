@@ -156,7 +156,11 @@ def harm_upper(before, # per-probe RR@k without the document
     n = b.size
     if n == 0: return math.inf
     k = int((b - a > 1e-12).sum())
-    if k >= n: return 1.0
+    return 1.0 if k >= n else _cp_upper(k, n, alpha)
+
+@lru_cache(maxsize=4096)
+def _cp_upper(k:int, n:int, alpha:float)->float:
+    "The exact one-sided (1-alpha) Clopper–Pearson upper bound of a share seen k times in n (k < n), computed once per (k, n, alpha)."
     from scipy.stats import beta
     return float(beta.ppf(1 - alpha, k + 1, n - k))
 
