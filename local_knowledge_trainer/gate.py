@@ -4,8 +4,7 @@
 
 # %% auto #0
 __all__ = ['TAU', 'TEXT_FLOOR', 'TEXT_MIN_WORDS', 'CODE_FORMATS', 'VERDICTS', 'REJECTED', 'labelled_cases', 'text_check',
-           'signflip_greater', 'min_signflip_n', 'harm_upper', 'probes_needed', 'doc_probes', 'approval_rule',
-           'GateResult', 'IngestGate']
+           'harm_upper', 'probes_needed', 'approval_rule', 'GateResult', 'IngestGate']
 
 # %% ../nbs/18_gate.ipynb #3f125c03
 import hashlib, logging, math, re, time, warnings
@@ -21,12 +20,12 @@ import pandas as pd
 from fastcore.basics import patch, store_attr
 
 from .core import LKTError, new_figure
-from .text import (word_spans, sentence_spans, count_words, is_cjk, script_counts, identify_language,
+from .text import (word_spans, is_cjk, script_counts, identify_language,
                                           language_ranking)
-from .hypothesis import welch_ttest, ks_two_sample, correct_pvalues
+from .hypothesis import welch_ttest, ks_two_sample, correct_pvalues, signflip_p, min_signflip_n
 from .lexical import tokenize
 from .golden import KeyMatcher, load_golden, GoldenCase
-from .probes import content_order, content_seed, draw_probes, fold_probes, probe_of
+from .probes import draw_probes, doc_probes, nn_other_docs, base_nn
 from .entities import StageProgress
 
 # %% ../nbs/18_gate.ipynb #fc3cb12f
@@ -125,28 +124,6 @@ def text_check(text:str, # the document's text
     return {"language": lang, "known": known, "words": len(toks), "text": "real text" if known >= floor else "not text"}
 
 # %% ../nbs/18_gate.ipynb #45147b3c
-@lru_cache(maxsize=64)
-def _sign_vectors(n:int, n_resamples:int=10_000, seed:int=0)->np.ndarray:
-    "All 2^n sign vectors (n <= 13 or 2^n <= n_resamples), else n_resamples random ones (rows); cached."
-    if 2**n <= max(n_resamples, 2**13): return 1.0 - 2.0*((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
-    return 1.0 - 2.0*np.random.default_rng(seed).integers(0, 2, size=(n_resamples, n))
-
-def signflip_greater(d, # paired differences
-                     n_resamples:int=10_000, # Monte Carlo sign vectors when 2^n is too many
-                     seed:int=0, # their seed
-                    )->float:
-    "One-sided sign-flip p of H1: mean(d) > 0 over the non-zero differences (exact when 2^m is small, else Monte Carlo (1+k)/(B+1))."
-    d = np.asarray(d, float); d = d[d != 0]; n = d.size   # a zero flips to itself: dropping it leaves every sign vector's order
-    if n == 0: return 1.0
-    S = _sign_vectors(n, n_resamples, seed); t = S @ d / n; obs = d.mean()
-    ge = (t >= obs - 1e-12).sum()
-    return float(ge / len(S)) if len(S) == 2**n else float((ge + 1) / (len(S) + 1))
-
-def min_signflip_n(alpha:float=0.05, # level
-                  )->int:
-    "Fewest non-zero paired differences with which a one-sided sign-flip test can reach p <= alpha (its least p is 2^-m)."
-    return max(1, math.ceil(math.log2(1 / alpha) - 1e-12))
-
 def harm_upper(before, # per-probe RR@k without the document
                after, # the same probes with it
                alpha:float=0.05, # one-sided level
@@ -171,22 +148,6 @@ def probes_needed(margin:float=0.02, # non-inferiority margin (MRR@k)
     return math.floor(math.log(alpha) / math.log1p(-margin)) + 1
 
 # %% ../nbs/18_gate.ipynb #22ab0dcc
-def doc_probes(doc, # a parsed document (source, chunks)
-               n:int=12, # at most this many probes
-               min_words:int=6, # shortest sentence used
-               folds:int=3, # groups the sentences are taken out in (`fold_probes`; None: one at a time, leave-one-out)
-              )->list:
-    "Up to n held-out sentences of one document (several per chunk), drawn in an order seeded by its content, taken out in `folds` groups (`fold_probes`)."
-    chunks = content_order(doc.chunks)
-    rng = np.random.default_rng(content_seed(*(c.text for c in chunks)))
-    cands, seen = [], set()
-    for c in chunks:
-        for a, b in sentence_spans(c.text):
-            s = c.text[a:b]
-            if count_words(s) >= min_words and s not in seen: seen.add(s); cands.append(s)
-    sents = [cands[j] for j in rng.permutation(len(cands))[:n]]
-    return [probe_of(s, chunks) for s in sents] if folds is None else fold_probes(sents, chunks, folds)
-
 def _content_named(d, vectors:dict)->tuple:
     "d with its chunks renamed by content (SHA-256 of text, and position), and their vectors: rank ties never depend on the file name."
     chunks, X = [], {}
@@ -221,20 +182,6 @@ def _near_dups(kb, snap, d, Xd, old:set, dup_cos:float=0.95, n_cand:int=10)->dic
     return out
 
 # %% ../nbs/18_gate.ipynb #d4b998d4
-def _nn_other_docs(Xq:np.ndarray, X:np.ndarray, q_src:list, src:np.ndarray, block:int=1024)->np.ndarray:
-    "Max cosine of each row of Xq to the rows of X from another source (NaN when none)."
-    out = np.full(len(Xq), np.nan)
-    for s in range(0, len(Xq), block):
-        S = Xq[s:s+block] @ X.T
-        S[np.asarray(q_src[s:s+block])[:, None] == src[None, :]] = -np.inf
-        m = S.max(1) if S.shape[1] else np.full(len(S), -np.inf)
-        out[s:s+block] = np.where(np.isfinite(m), m, np.nan)
-    return out
-
-def _base_nn(snap)->np.ndarray:
-    "NN similarity of every chunk of the snapshot to the chunks of other documents (memoised per base state)."
-    return snap.memo("nn_other_docs", lambda: _nn_other_docs(snap.X, snap.X, list(snap.sources), snap.sources))
-
 @lru_cache(maxsize=256)
 def _ks_least_p(n:int, # chunks of the document
                 m:int, # NN values of the base
@@ -342,7 +289,7 @@ class IngestGate:
                  k:int=5, # cut-off of RR@k
                  max_probes:int=60, # at most this many labelled probes (seeded subsample; None: all)
                  text_floor:float=TEXT_FLOOR, # least share of known word tokens for real text (`text_check`)
-                 n_resamples:int=10_000, # Monte Carlo sign vectors when 2^n is too many to enumerate
+                 n_resamples:int=10_000, # random sign vectors when more than 16 probes move (`signflip_p`)
                  seed:int=42, # seed of the labelled subsample and of Monte Carlo sign vectors (probes are seeded by content)
                  show_progress:bool=False, # tqdm bars (stderr) for each stage of `evaluate`
                 ):
@@ -361,7 +308,7 @@ class IngestGate:
 def _p_greater(self:IngestGate, after, before)->float:
     "One-sided p of H1: mean(after - before) > 0 (sign-flip, or Welch's t with ab_test='ttest_ind')."
     a, b = np.asarray(after, float), np.asarray(before, float)
-    if self.ab_test == "paired": return signflip_greater(a - b, self.n_resamples, self.seed)
+    if self.ab_test == "paired": return signflip_p(a - b, "greater", True, self.n_resamples, self.seed)
     if a.size < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0): return 1.0 if a.mean() <= b.mean() else 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore"); r = welch_ttest(a, b)
@@ -412,7 +359,7 @@ def _group(snap):
 def _doc_nn_medians(snap)->np.ndarray:
     "Median NN similarity of each stored document's chunks to other documents (one value per document, memoised)."
     def f():
-        nn, src = _base_nn(snap), snap.sources
+        nn, src = base_nn(snap)[0], snap.sources
         return np.array([np.nanmedian(nn[src == s]) for s in _old_of(snap) if np.isfinite(nn[src == s]).any()])
     return snap.memo("doc_nn_medians", f)
 
@@ -428,12 +375,12 @@ def _shift(self:IngestGate, docs, vectors, snap, rows, rep=None):
     "NN-similarity shift per document (its median NN ranked among the stored documents'); KS as description where it can reject."
     rep = rep or StageProgress()
     src = snap.sources
-    ref, med = _base_nn(snap), _doc_nn_medians(snap)
+    ref, med = base_nn(snap)[0], _doc_nn_medians(snap)
     ref = ref[np.isfinite(ref)]
     for j, (r, d) in enumerate(zip(rows, docs)):
         rep("shift", j, len(docs))
         Xd = np.stack([vectors[c.id] for c in d.chunks]).astype(np.float32)
-        nn = _nn_other_docs(Xd, snap.X, [d.source]*len(Xd), src); nn = nn[np.isfinite(nn)]
+        nn = nn_other_docs(Xd, snap.X, [d.source]*len(Xd), src)[0]; nn = nn[np.isfinite(nn)]
         if not len(nn) or len(med) < 1: continue
         m = float(np.median(nn))
         p_low, p_high = (1 + (med <= m).sum()) / (len(med) + 1), (1 + (med >= m).sum()) / (len(med) + 1)
@@ -592,7 +539,7 @@ def _verdicts(self:IngestGate, rows):
 def _batch(self:IngestGate, rows, probe:dict)->dict:
     "Batch: gain and harm of all the documents together on the base's probes, and a sign-flip over the documents' mean novelty gains."
     g = [r["novelty_diff"] for r in rows if (r.get("novelty_n") or 0) >= 2]
-    p = signflip_greater(g, self.n_resamples, self.seed) if len(g) >= min_signflip_n(self.alpha) else None
+    p = signflip_p(g, "greater", True, self.n_resamples, self.seed) if len(g) >= min_signflip_n(self.alpha) else None
     out = {"documents": len(rows), "novelty_mean_gain": float(np.mean(g)) if g else None, "novelty_p": p, **probe}
     gp = out.get("gain_p")
     if gp is not None: out["gain"] = "shown" if gp <= self.alpha and out["gain_mean"] > 0 else "not shown"
@@ -627,7 +574,7 @@ def _evaluate(self:IngestGate, docs, vectors, rep):
     try:
         if do_ab:   # the probes' texts are embedded in one background thread, in the order they are needed, while the gate checks and ranks
             hp = self._harm_probes(docs, snap)
-            probes = {d.source: doc_probes(d, self.n_probes, self.min_words, self.novelty_folds) for d in docs}
+            probes = {d.source: doc_probes(d.chunks, self.n_probes, self.min_words, self.novelty_folds) for d in docs}
             held = {h.id: h for d in docs for p in probes[d.source] for h in p.held}
             enc = [ex.submit(f, t) for f, t in ((kb.embed_queries, hp.qs), (kb.embed_texts, [h.text for h in hp.add]),
                                                 (kb.embed_queries, [p.query for d in docs for p in probes[d.source]]),
