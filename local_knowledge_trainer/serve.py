@@ -855,7 +855,7 @@ def create_app(persist_dir, # the base folder to serve (`--persist`)
     return app
 
 # %% ../nbs/23_serve.ipynb #6245d965
-SERVE_RECORD = "serve.json" # in the base folder: the running server (read by `lkt search`/`lkt answer`: cli.live_server)
+SERVE_RECORD = "serve.json" # in the base folder: the running server (read by `lkt search`/`lkt answer`: cli_client.live_server)
 
 def write_serve_record(persist_dir, # the base folder being served
                        host:str, # the address the server listens on
