@@ -11,7 +11,7 @@ __all__ = ['JSON_MAX', 'LIST_MAX', 'NPY_HEADER_MAX', 'REGULAR_FIX', 'SUPPORTED_L
            'QueryResponse', 'ValidationReport', 'ChunkOptimizationResult']
 
 # %% ../nbs/00_core.ipynb #82a20a49
-import hashlib, html, json, math, os, stat, sys, time, unicodedata, warnings
+import builtins, hashlib, html, json, math, os, stat, sys, time, unicodedata, warnings
 from dataclasses import dataclass, field, asdict, fields
 from typing import Any, Callable, Optional
 
@@ -273,10 +273,9 @@ def normalize_language(language:str, # a code ("pt", "en-US", "zh_CN"), a name (
 # %% ../nbs/00_core.ipynb #36325d6c
 def _in_jupyter()->bool:
     "Whether this runs in a Jupyter kernel (where tqdm.auto draws widgets)."
-    ip = sys.modules.get("IPython")
-    try: shell = ip.get_ipython() if ip is not None and "ipykernel" in sys.modules else None
+    get_ipython = getattr(builtins, "get_ipython", None)   # IPython puts it there while it runs code: nothing to import
+    try: return get_ipython is not None and type(get_ipython()).__name__ == "ZMQInteractiveShell"
     except Exception: return False
-    return type(shell).__name__ == "ZMQInteractiveShell"
 
 def progress_mode(file=None, # the stream progress goes to (None: sys.stderr, looked up now)
                  )->str:
@@ -351,12 +350,9 @@ class StageProgress:
 
 def quiet_model_bars(file=None, # the stream progress goes to (None: sys.stderr)
                     )->bool:
-    "Turn off the model libraries' own progress bars (huggingface_hub, transformers' 'Loading weights') where LKT draws none; True when it did."
+    "Set the switch that turns the model libraries' bars off where LKT draws none; True when it set it."
     if progress_mode(file) == "bar" or os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") is not None: return False
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"   # read by huggingface_hub, and by transformers, when they are imported
-    for mod, fn in (("huggingface_hub.utils", "disable_progress_bars"), ("transformers.utils.logging", "disable_progress_bar")):
-        m = sys.modules.get(mod)   # already imported: their switch is read at every bar
-        if m is not None and callable(getattr(m, fn, None)): getattr(m, fn)()
     return True
 
 # %% ../nbs/00_core.ipynb #cc8ddd17

@@ -103,6 +103,9 @@ class SentenceTransformerBackend(EmbeddingBackend):
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             quiet_model_bars()   # no "Loading weights" bar where LKT draws none (stderr not a terminal)
             from sentence_transformers import SentenceTransformer
+            if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1":   # transformers may have been imported before it
+                from transformers.utils.logging import disable_progress_bar   # huggingface_hub's bars too
+                disable_progress_bar()
             try: self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
             except Exception as e:
                 raise ModelNotInstalledError(f"{self.path}: cannot load embedding model {self.name!r} offline ({e}).") from e
