@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['OFF_TOPIC', 'OFF_TOPIC_QUANTILE', 'FEATURES', 'CHANNEL_SETS', 'RANK_DEPTH', 'FEATURES_FROM_INDEXES', 'ABSTAIN_BELOW',
            'ABSENT_SHARE', 'N_PROBES', 'N_NULL', 'MIN_LABELLED', 'REFIT_FRACTION', 'BEAT_RESAMPLES', 'POOL_MAX',
-           'ISOTONIC_MIN', 'TIE_BREAK', 'FORMAT', 'CONFIDENCE_METHODS', 'DEFAULT_CONFIDENCE_METHOD', 'NAN_REASONS',
-           'answer_channels', 'feature_names', 'query_features', 'base_channel_sets', 'probe_features', 'isotonic_fit',
-           'isotonic_predict', 'ConfidenceModel', 'fit_confidence_models', 'calibration', 'state_text', 'predict',
-           'confidence_model', 'fitted_models', 'models_json', 'models_from_json', 'adopt_models', 'z_global_score',
-           'abstention_notice', 'method_text', 'answer_confidence', 'label_rows', 'add_labels', 'set_labels',
-           'recalibrate', 'measure_confidence', 'calibration_report', 'reliability_table', 'confidence_summary',
-           'plot_reliability']
+           'ISOTONIC_MIN', 'TIE_BREAK', 'FORMAT', 'CONFIDENCE_FILE', 'CONFIDENCE_ARTEFACT', 'CONFIDENCE_METHODS',
+           'DEFAULT_CONFIDENCE_METHOD', 'NAN_REASONS', 'answer_channels', 'feature_names', 'query_features',
+           'base_channel_sets', 'probe_features', 'isotonic_fit', 'isotonic_predict', 'ConfidenceModel',
+           'fit_confidence_models', 'calibration', 'state_text', 'predict', 'confidence_model', 'fitted_models',
+           'models_json', 'models_from_json', 'adopt_models', 'z_global_score', 'abstention_notice', 'method_text',
+           'answer_confidence', 'label_rows', 'add_labels', 'set_labels', 'recalibrate', 'measure_confidence',
+           'calibration_report', 'reliability_table', 'confidence_summary', 'plot_reliability']
 
 # %% ../nbs/19_confidence.ipynb #1b4641e9
 import json, math, time, weakref
@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .core import QueryResponse, LKTError, new_figure
+from .core import JSON_MAX, QueryResponse, LKTError, new_figure, read_regular
+from .folder import Artefact, register
 from .lexical import top_positions, query_language
 from .vector_store import EXACT_MAX
 from .retrieval import rrf_fuse
@@ -506,6 +507,23 @@ def adopt_models(kb, # a `KnowledgeBase`
     "Let `confidence_model` reuse models fitted elsewhere for the base whose chunk ids were `ids` (the REFIT_FRACTION rule applies)."
     ids = frozenset(ids)
     for m in models: m.ids = ids; _MODELS.setdefault(kb, {})[_key(m.channels)] = m
+
+# %% ../nbs/19_confidence.ipynb #675fcd00
+CONFIDENCE_FILE = "confidence.json"  # the answer-confidence models fitted for the published state (`models_json`)
+
+def _save_models(models:list, d):
+    "Write the models into the staging folder `d`; they record no manifest field."
+    (d / CONFIDENCE_FILE).write_text(models_json(models))
+
+def _load_models(d, m:dict)->list:
+    "The confidence models published in `d` (LKTError naming the file when it is not such a file)."
+    f = d / CONFIDENCE_FILE
+    return models_from_json(read_regular(f, JSON_MAX, "a confidence-models file").decode("utf-8", errors="replace"), str(f))
+
+CONFIDENCE_ARTEFACT = register(Artefact(
+    "confidence", lambda kb: fitted_models(kb) or None, _save_models, _load_models, {CONFIDENCE_FILE}.__contains__,
+    what="confidence models", repair="fits and publishes them again",
+    fallback="they are fitted again on first use", describe=lambda kb, ms: f"{len(ms)} fitted for the published state"))
 
 # %% ../nbs/19_confidence.ipynb #b0725f6c
 def z_global_score(kb, # a `KnowledgeBase`
