@@ -434,7 +434,8 @@ def check(kind, path):
             tbl.add(pa.table({"id": ["zz"], "text": ["x"], "source": ["zz"], "vector": pa.array([[0.1] * DIM], pa.list_(pa.float32(), DIM))}))
             tbl.delete("id = 'zz'"); out["next_write_ok"] = True
         else:
-            from local_knowledge_trainer.vector_store import save_store, leftovers
+            from local_knowledge_trainer.vector_store import save_store
+            from local_knowledge_trainer.folder import leftovers
             from local_knowledge_trainer.persist import WriterLock
             import warnings
             with warnings.catch_warnings(record=True) as w:
