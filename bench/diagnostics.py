@@ -24,11 +24,13 @@ def main():
     from local_knowledge_trainer.index import KnowledgeBase
     from local_knowledge_trainer.probes import rr_at
     from local_knowledge_trainer import diagnostics as D
+    from local_knowledge_trainer.text import text_quality
+    from local_knowledge_trainer.bootstrap import cluster_bca
     out, t0 = {"collection": "cisi"}, time.time()
     cisi = DATA / "cisi"
     if not (cisi / "corpus.jsonl").is_file(): print(json.dumps({"skipped": "no cisi"})); return
     corpus, queries, qrels = load_beir(cisi)
-    tq = pd.DataFrame([D.text_quality((d["title"] + "\n" + d["text"]).strip()) for d in corpus.values()])
+    tq = pd.DataFrame([text_quality((d["title"] + "\n" + d["text"]).strip()) for d in corpus.values()])
     out["garbage_flagged_clean_abstracts"] = {"n": len(tq), "flagged": int(tq["garbage"].notna().sum()), "min_clean": float(tq["clean"].min())}
     idx = BeirIndex(cisi, progress=False); kb = idx.kb
     log("validate"); rep = D.validate_knowledge_base(kb, max_probes=2000)
@@ -41,7 +43,7 @@ def main():
                        "shapiro_W": rep.shapiro_stat, "shapiro_p": rep.shapiro_p, "ks_p": rep.ks_p, "outlier_count": rep.outlier_count}
     log("coverage"); pop = D._probe_table(kb, 10**6, per_doc=1, depth=5)
     rr, src = rr_at(pop["rank"].to_numpy()), pop["source"].to_numpy(); mu = rr.mean()
-    cov = np.mean([(lambda lo, hi, _: lo <= mu <= hi)(*D._cluster_bca(rr[p], src[p], 2000, 0.95, r))
+    cov = np.mean([(lambda lo, hi, _: lo <= mu <= hi)(*cluster_bca(rr[p], src[p], 2000, 0.95, r))
                    for r in range(a.coverage_reps) for p in [np.random.default_rng(r).choice(len(rr), 100, replace=False)]])
     out["ci_coverage"] = {"population_mrr5": float(mu), "population_probes": len(rr), "n_per_sample": 100, "reps": a.coverage_reps, "coverage_95": float(cov),
                           "binomial_99_band": [x / a.coverage_reps for x in stats.binom.interval(0.99, a.coverage_reps, 0.95)]}

@@ -8,7 +8,7 @@ Prints ONE JSON object on stdout (progress on stderr); no timing assertions. Two
               pays once after an install or upgrade); the per-call time on the same rankings (the sample corpus run,
               56 golden queries x 3 modes at k=10, as `evaluate` scores them, and --synthetic random graded queries);
               and the largest per-query difference between the two on every metric they share.
-  statsmodels Does `hypothesis.correct_pvalues` still need its own Holm/Bonferroni/BH? statsmodels' `multipletests`
+  statsmodels Does `multiple_testing.correct_pvalues` still need its own Holm/Bonferroni/BH? statsmodels' `multipletests`
               calls `gc.collect()` in its Holm branch on every call, so its cost grows with the live objects of the
               process. Per-call time of multipletests(method) against correct_pvalues, in a bare process and with
               --objects live containers (a stand-in for a process holding a corpus), and in a process that has loaded
@@ -111,7 +111,7 @@ import gc, json, sys, time
 import numpy as np
 sys.path.insert(0, %r)
 from statsmodels.stats.multitest import multipletests
-from local_knowledge_trainer.hypothesis import correct_pvalues
+from local_knowledge_trainer.multiple_testing import correct_pvalues
 junk = [[i] for i in range(%d)]  # live, gc-tracked containers
 {setup}
 def best(f, r=7):

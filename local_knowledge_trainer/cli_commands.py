@@ -116,7 +116,7 @@ def _stored_documents(persist)->int:
     import sqlite3
     db = Path(persist) / "evidence.sqlite"
     if not db.exists(): return 0
-    from local_knowledge_trainer.store import read_connection
+    from local_knowledge_trainer.store_schema import read_connection
     try:
         c, _ = read_connection(db)   # leaves no -wal/-shm behind
         with contextlib.closing(c): return int(c.execute("SELECT count(*) FROM documents").fetchone()[0])

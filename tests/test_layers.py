@@ -1,8 +1,8 @@
 """The library's layers point one way, every module imports on its own, and the product's import and `lkt --help` are light.
 
 LAYERS lists the modules of local_knowledge_trainer/ bottom to top. A module may import (at module level or deferred
-inside a function, `importlib.import_module("…")` included) only modules below it; `hypothesis` is pure statistics and
-may import only `core` and `text`. A module missing from LAYERS is an error, so the list stays up to date when a module
+inside a function, `importlib.import_module("…")` included) only modules below it; `hypothesis` and the statistics modules split
+from it (STATS) are pure statistics and may import only `core`, `text` and each other downward. A module missing from LAYERS is an error, so the list stays up to date when a module
 is added, split or removed. `_modidx` (nbdev's index) is not a layer; the package `__init__` is hand-written and checked
 separately: it must import no submodule eagerly (PEP 562 lazy names).
 """
@@ -15,10 +15,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIB = "local_knowledge_trainer"
 PKG = ROOT / LIB
-LAYERS = ["core", "llm", "text", "parser", "store", "persist", "folder", "e5", "embeddings", "vector_store", "lexical", "retrieval", "index", "hypothesis",
-          "golden", "runs", "beir", "entities", "graph", "claims", "probes", "fusion", "gate", "confidence", "diagnostics", "cluster", "trainer", "output", "serve",
+LAYERS = ["core", "layout", "llm", "text", "chunking", "decoding", "readers", "parser", "store_schema", "filters", "store", "persist", "folder", "e5", "embeddings", "vector_store", "lexical", "retrieval", "index",
+          "stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova", "contingency",
+          "power", "hypothesis",
+          "golden", "runs", "beir", "entities", "graph", "claims", "probes", "fusion", "gate", "confidence", "diagnostics", "cluster", "answer", "manifest", "sources", "ingest",
+          "doctor", "feedback", "forward", "trainer", "output", "serve_models", "serve_guard", "serve_service", "serve",
           "cli_config", "cli_client", "cli_render", "cli_commands", "cli"]
-ONLY = {"hypothesis": {"core", "text"}}            # stricter than "anything below"
+STATS = ["stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
+         "contingency", "power", "hypothesis"]          # pure statistics: `core`, `text` and each other downward
+ONLY = {m: {"core", "text", *STATS[:i]} for i, m in enumerate(STATS)}   # stricter than "anything below"
 NOT_LAYERS = {"_modidx", "__init__"}
 LAZY = {"KnowledgeTrainer": "trainer", "KnowledgeBase": "index"}   # names the package resolves lazily (__init__.py)
 MODULES = sorted(p.stem for p in PKG.glob("*.py") if p.stem not in NOT_LAYERS)

@@ -1093,7 +1093,7 @@ def test_odd_encodings(bad_base):
             if not ("educação da nação" in got and "中文文本的测试" in got): problems.append(f"{name}: decoded wrongly: {got[-60:]!r}")
         lat = _text_of(kt, f"latin1.{ext}")
         if "educação" not in lat or "não há" not in lat.lower(): problems.append(f"latin1.{ext}: decoded wrongly: {lat[-60:]!r}")
-    assert not problems, f"{len(problems)} files decoded wrongly (parser.decode_bytes):\n" + "\n".join(problems)
+    assert not problems, f"{len(problems)} files decoded wrongly (decoding.decode_bytes):\n" + "\n".join(problems)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1175,7 +1175,8 @@ def test_sql_metacharacters_in_source_names(hostile_kt):
 def test_llm_faults(hostile_kt):
     "An LLM that raises, hangs past set_llm's timeout or returns a non-string gives the cited context, with the error in the trace."
     import inspect
-    from local_knowledge_trainer.trainer import LLM_FAILED_HEADER, ollama_llm, openai_compatible_llm
+    from local_knowledge_trainer.answer import LLM_FAILED_HEADER
+    from local_knowledge_trainer.trainer import ollama_llm, openai_compatible_llm
     kt, _, words = hostile_kt
     params = inspect.signature(kt.set_llm).parameters
     assert "timeout" in params and params["timeout"].default == 60.0, \
@@ -1256,7 +1257,7 @@ def test_disk_full_keeps_the_cause(tmp_path):
 def test_filters_and_chunks_are_bounded(tmp_path):
     "A page filter beyond SQLite's integers is a clear LKTError (not an OverflowError); words a megabyte apart or a megabyte-long line make bounded chunks."
     from local_knowledge_trainer.core import LKTError
-    from local_knowledge_trainer.parser import MAX_CHARS_PER_WORD
+    from local_knowledge_trainer.chunking import MAX_CHARS_PER_WORD
     d = tmp_path / "docs"; d.mkdir()
     (d / "gap.txt").write_text("alphaword " + " " * 2_000_000 + " omegaword\n")
     (d / "line.txt").write_text(random.Random(3).randbytes(500_000).hex() + "\n")

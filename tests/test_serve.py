@@ -241,7 +241,7 @@ def test_serve_record_makes_the_cli_warm(base, tmp_path):
     "rewrites the generation; SIGINT removes the record, and the record a killed server leaves is stale (the CLI opens the base itself)."
     import shutil
     from local_knowledge_trainer.embeddings import HashingEmbedder
-    from local_knowledge_trainer.serve import SERVE_RECORD, manifest_generation
+    from local_knowledge_trainer.layout import SERVE_RECORD, manifest_generation
     from local_knowledge_trainer.trainer import KnowledgeTrainer
     kb = tmp_path / "kb"
     shutil.copytree(base, kb)   # its own base: the record is written into the folder, and an ingest changes it
