@@ -157,7 +157,7 @@ def _paired_ab(a:np.ndarray, b:np.ndarray, alpha:float, n_bootstrap:int, seed:in
                       rp.ci, "inverted sign-flip test (agrees with the decision)", dz, "d_z", seed,
                       {"bootstrap_pvalue": float(rb.p_value), "bootstrap_ci": tuple(rb.ci),
                        "method": "IndiaFinBench centred paired bootstrap, p = (1 + k)/(B + 1), percentile CI",
-                       "note": "information only, not the decision: liberal below ~100 queries (09_hypothesis)"})
+                       "note": "information only, not the decision: liberal below ~100 queries (09j_hypothesis)"})
 
 def _independent_ab(a:np.ndarray, b:np.ndarray, alpha:float, n_bootstrap:int, seed:int)->dict:
     "Independent A/B: the permutation test of means decides; independent bootstraps give the CI and a secondary p."

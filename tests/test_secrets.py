@@ -9,7 +9,7 @@ their shape only. Every command that prints user data runs as its own process, p
 it has one), and no planted value — nor a 12-character piece of one — may appear on stdout or stderr.
 
 Commands that embed (ingest, search, answer, doctor) run `cli.main` in a fresh interpreter whose trainer embeds with the
-`HashingEmbedder` test double (as nbs/24_cli.ipynb does: no model to load); the others (stats, where, graph, parse) run
+`HashingEmbedder` test double (as nbs/24e_cli.ipynb does: no model to load); the others (stats, where, graph, parse) run
 the installed `lkt` console script itself.
 """
 import json, os, subprocess, sys

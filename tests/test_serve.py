@@ -2,7 +2,7 @@
 embedder), the search page and the API docs driven in headless Chromium, and `run_server` as its own process.
 
 The endpoint-by-endpoint tests (validation, tokens, allowed roots, jobs, removals, feedback, redaction, the write rule)
-are in nbs/23_serve.ipynb, on FastAPI's TestClient; here the write rule and the page's "found / not found" control are
+are in nbs/23d_serve.ipynb, on FastAPI's TestClient; here the write rule and the page's "found / not found" control are
 checked over a real socket too. Browser tests skip without Chromium, except in CI (CI set), as in tests/test_docs.py.
 """
 import io, json, os, signal, socket, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
