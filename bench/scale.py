@@ -93,7 +93,7 @@ class TimedHashing:
 def trainer(persist: Path, backend=None):
     from local_knowledge_trainer import KnowledgeTrainer
     from local_knowledge_trainer.embeddings import Embedder
-    from local_knowledge_trainer.trainer import ReadOnlyCache
+    from local_knowledge_trainer.writing import ReadOnlyCache
     emb = Embedder(backend or TimedHashing(), threads=1)
     emb.cache = ReadOnlyCache(persist / "cache")   # as a trainer gives its own model: the base's file cache (the writer swaps in a writable one)
     return KnowledgeTrainer(embedding_model=emb, persist_dir=str(persist), chunk_size=CHUNK_WORDS, chunk_overlap=0, language="multi",

@@ -496,7 +496,7 @@ class QueryResponse(_Record):
     ci_lower:float=math.nan # lower bound of the 95 % CI of the hit rate at this confidence (labelled only, else nan)
     ci_upper:float=math.nan # upper bound of that CI
     cohens_d:float=math.nan # nan: a per-answer effect size from one score would be the confidence again
-    abstained:Optional[bool]=None # scores like questions unrelated to the base (calibrated on labels: confidence < 0.2)
+    abstained:Optional[bool]=None # like unrelated questions (once labelled: below `confidence.ABSTAIN_BELOW`)
     confidence_method:Optional[str]=None # the score behind `confidence`, and why any number is nan
     # where the level comes from: "estimated from N probes …" or "calibrated on N of your questions …"
     confidence_state:Optional[str]=None # the level's origin

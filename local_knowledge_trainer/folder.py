@@ -68,6 +68,7 @@ class Artefact:
     required:bool=False  # True: a load fails when it fails; False: the load goes on without it (`errors`)
     fallback:str=""  # what a base does without it when it cannot be used (e.g. "it is rebuilt from the evidence store")
     describe:Callable=None  # describe(kb, obj) -> doctor's line about the one a base loaded or saved (None: not listed)
+    apply:Callable=None  # apply(kb, obj): put a loaded one to use in the opened base (None: its owner reads `parts`)
 
 ARTEFACTS = {}  # name -> Artefact, in registration order (the order they are written and read)
 

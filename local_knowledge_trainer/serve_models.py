@@ -33,9 +33,16 @@ def _clean_text(v:str, what:str)->str:
     if "\x00" in v: raise ValueError(f"{what} contains a NUL byte (\\u0000); remove it")
     return v.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
-class SearchRequest(BaseModel):
-    "The body of `POST /search` and `POST /answer`."
+class _Asked(BaseModel):
+    "A request body with a `question`: no unknown fields; no NUL byte, unpaired surrogates replaced."
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("question", mode="before", check_fields=False)
+    @classmethod
+    def _clean(cls, v): return _clean_text(v, "the question") if isinstance(v, str) else v
+
+class SearchRequest(_Asked):
+    "The body of `POST /search` and `POST /answer`."
     question: str = Field(min_length=1, max_length=MAX_QUESTION, description="the question (1 to 4000 characters)")
     k: int = Field(5, ge=1, le=MAX_K, description="number of results (1 to 100)")
     mode: Mode = Field("hybrid", description="retrieval mode: hybrid, dense, sparse, text or graph")
@@ -52,20 +59,14 @@ class SearchRequest(BaseModel):
         except LKTError as e: raise ValueError(str(e)) from None
         return v
 
-    @field_validator("question", mode="before")
-    @classmethod
-    def _clean(cls, v):
-        return _clean_text(v, "the question") if isinstance(v, str) else v
-
     @field_validator("question")
     @classmethod
     def _not_blank(cls, v:str)->str:
         if not v.strip(): raise ValueError("the question is blank; type some words")
         return v
 
-class FeedbackRequest(BaseModel):
+class FeedbackRequest(_Asked):
     "The body of `POST /feedback`: a question and what answers it (`relevant`) or whether the top k held it (`found`)."
-    model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1, max_length=MAX_QUESTION,
                           description="the question as it was asked (1 to 4000 characters)")
     relevant: Optional[list[str]] = Field(None, min_length=1, max_length=MAX_K,
@@ -73,10 +74,6 @@ class FeedbackRequest(BaseModel):
     found: Optional[bool] = Field(None, description="whether the top k results held the answer")
     k: int = Field(5, ge=1, le=MAX_K, description="the k the results were asked with (1 to 100)")
     mode: Mode = Field("hybrid", description="the retrieval mode the question was asked in")
-
-    @field_validator("question", mode="before")
-    @classmethod
-    def _clean(cls, v): return _clean_text(v, "the question") if isinstance(v, str) else v
 
     @field_validator("relevant")
     @classmethod

@@ -17,7 +17,8 @@ from .core import LKTError, read_json
 from .layout import MANIFEST, PUBLISHED, manifest_generation
 from .parser import confined_reads, read_confined
 from .output import clean_json
-from .trainer import KnowledgeTrainer, ReadOnlyCache
+from .trainer import KnowledgeTrainer
+from .writing import ReadOnlyCache
 from .serve_models import FeedbackRequest, IngestRequest, ServeError
 from .serve_guard import _allowed
 

@@ -15,12 +15,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIB = "local_knowledge_trainer"
 PKG = ROOT / LIB
-LAYERS = ["core", "layout", "llm", "text", "chunking", "decoding", "readers", "parser", "store_schema", "filters", "store", "persist", "folder", "e5", "embeddings", "vector_store", "lexical", "retrieval", "index",
-          "stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova", "contingency",
-          "power", "hypothesis",
-          "golden", "runs", "beir", "entities", "graph", "claims", "probes", "fusion", "gate", "confidence", "diagnostics", "cluster", "answer", "manifest", "sources", "ingest",
-          "doctor", "feedback", "forward", "trainer", "output", "serve_models", "serve_guard", "serve_service", "serve",
-          "cli_config", "cli_client", "cli_render", "cli_commands", "cli"]
+LAYERS = ["core", "layout", "llm", "text", "chunking", "decoding", "readers", "parser", "store_schema", "filters",
+          "store", "persist", "folder", "e5", "embeddings", "vector_store", "lexical", "retrieval", "index",
+          "stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
+          "contingency", "power", "hypothesis", "golden", "runs", "beir", "entities", "graph", "claims", "probes",
+          "fusion", "gate", "confidence", "diagnostics", "cluster", "answer", "manifest", "sources", "ingest",
+          "doctor", "feedback", "forward", "writing", "graph_upkeep", "trainer", "output", "serve_models",
+          "serve_guard", "serve_service", "serve", "cli_config", "cli_client", "cli_render", "cli_commands", "cli"]
 STATS = ["stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
          "contingency", "power", "hypothesis"]          # pure statistics: `core`, `text` and each other downward
 ONLY = {m: {"core", "text", *STATS[:i]} for i, m in enumerate(STATS)}   # stricter than "anything below"
