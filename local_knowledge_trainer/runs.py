@@ -185,16 +185,13 @@ def evaluate(kb, # a KnowledgeBase, a KnowledgeTrainer, a BeirIndex: anything wi
              cases, # GoldenCases, or the path of a golden JSONL file
              mode="hybrid", # a mode, a list of modes, or "all" (hybrid, dense, sparse)
              k=10, # cut-off, or several (e.g. [5, 10]): each mode retrieves to the largest, each metric at each
-             # progress(stage, done, total): "embed" (distinct queries), then "evaluate" (queries × modes);
-             # True/False: the bar, as `show_progress`
-             progress:Callable=None,
+             progress:Callable=None, # progress(stage, done, total) ("embed", then "evaluate"); a bool: `show_progress`
              gain:str="linear", # nDCG gain: "linear" (ranx's ndcg) or "exp"
              command:str=None, # the command line to record (default: sys.argv)
              check:bool=True, # warn about relevance keys that match no stored chunk
              n_resamples:int=10_000, # bootstrap resamples of the aggregate CIs
              batch_queries:bool=True, # embed all queries in one batched pass first, through the embedder's text cache
-             # show the stages (`core.StageProgress`: a bar on a terminal or in Jupyter, else a line a stage on stderr)
-             show_progress:bool=True,
+             show_progress:bool=True, # show the stages (`core.StageProgress`: a bar on a terminal, else lines)
             )->EvalRun:
     "Retrieve and score every case in every mode: an `EvalRun` of per-query metrics, CIs, scored rankings, provenance."
     if isinstance(progress, bool): show_progress, progress = progress, None
