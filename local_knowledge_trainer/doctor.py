@@ -10,6 +10,7 @@ __all__ = ['finding', 'model_check', 'backend_checks', 'store_check', 'recorded_
 import json, os
 from pathlib import Path
 
+from .layout import MANIFEST, PUBLISHED
 from .core import LKTError, file_kind
 from .persist import LOCK_FILE, lock_holder, read_checked
 from .embeddings import trusted_model
@@ -118,8 +119,8 @@ def vectors_check(S:set, # the chunk ids in the store
 # %% ../nbs/20e_doctor.ipynb #6d0f78dd
 def _json_files(pd:Path)->list:
     "(file, schema) of the JSON files of a base that have one."
-    return [(pd / "manifest.json", BaseManifest), (pd / "vector_store" / "manifest.json", ManifestFile),
-            (pd / "vector_store" / "store.json", StoreFile)]
+    return [(pd / "manifest.json", BaseManifest), (pd / PUBLISHED / MANIFEST, ManifestFile),
+            (pd / PUBLISHED / "store.json", StoreFile)]
 
 def base_files_check(pd:Path, # the base folder
                      P:str="", # " --persist FOLDER"

@@ -12,6 +12,7 @@ import datetime, hashlib, json, math, numbers
 from pathlib import Path
 from typing import Callable, Optional
 
+from .layout import MANIFEST, PUBLISHED
 from .core import LKTError, LanguageError, normalize_language, read_json
 from .persist import Strict, read_checked
 from .embeddings import model_for_language
@@ -24,7 +25,7 @@ DEFAULT_LANGUAGE = "pt"  # the language of a new base when none is given
 def recorded_in(persist_dir, # a base folder (None: none)
                )->tuple:
     "(model, the manifest that records it) of a base: its vectors' manifest, else its own; (None, None): neither."
-    for f, key in (("vector_store/manifest.json", "model"), ("manifest.json", "embedding_model")):
+    for f, key in ((f"{PUBLISHED}/{MANIFEST}", "model"), ("manifest.json", "embedding_model")):
         m = read_json(Path(persist_dir) / f).get(key) if persist_dir else None
         if isinstance(m, str) and m: return m, Path(persist_dir) / f
     return None, None

@@ -10,6 +10,7 @@ import base64, functools, io, json, math, os, re
 from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Optional
+from .layout import MANIFEST, PUBLISHED
 from .core import to_jsonable, read_json
 
 # %% ../nbs/22_output.ipynb #d578b4e2
@@ -221,7 +222,7 @@ def base_stats(persist, # a base folder (`--persist`)
         st = EvidenceStore(str(db), readonly=True)   # `lkt stats` never writes the base
         try: counts, sources = {t: st.count(t) for t in tables}, st.sources()
         finally: st.close()
-    vm, m = read_json(persist / "vector_store" / "manifest.json"), read_json(persist / "manifest.json")
+    vm, m = read_json(persist / PUBLISHED / MANIFEST), read_json(persist / "manifest.json")
     name, dim = vm.get("model") or m.get("embedding_model"), vm.get("dim") or m.get("dim")
     if name is None or dim is None:
         from local_knowledge_trainer.embeddings import Embedder, model_for_language

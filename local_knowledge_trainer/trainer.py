@@ -14,6 +14,7 @@ from typing import Callable, Optional
 from fastcore.basics import patch, store_attr
 from fastcore.meta import delegates
 
+from .layout import MANIFEST, PUBLISHED
 from .core import IngestResult, QueryResponse, LKTError, StageProgress
 from .core import normalize_language, quiet_model_bars
 from .core import html_table, read_json
@@ -121,7 +122,7 @@ def _load_vectors(self:KnowledgeTrainer)->tuple:
     pd, emb, vectors, gen = self.persist_dir, self._emb, None, 0
     if pd is None: return vectors, gen
     gen = self._disk_generation()
-    if (pd / "vector_store").exists() or any(pd.glob("vector_store.trash-*")):
+    if (pd / PUBLISHED).exists() or any(pd.glob(f"{PUBLISHED}.trash-*")):
         # the confidence models published with the vectors are read with them: importing 19_confidence (pandas)
         # registers them, so a base without published vectors (in memory, new) opens without pandas
         from local_knowledge_trainer.confidence import CONFIDENCE_ARTEFACT
@@ -716,7 +717,7 @@ def _published_checks(self:KnowledgeTrainer, hz:dict, P:str)->list:
                        f"{kind}, {len(self._published)} vectors published, generation {self._generation}")]
     out += recorded_model_check(pd, self.embedder.name, P)
     # the open checks large files by samples; doctor reads every byte (not through a link)
-    if not self.vector_error and (pd / "vector_store").exists() and not hz["links"]:
+    if not self.vector_error and (pd / PUBLISHED).exists() and not hz["links"]:
         out.append(published_files_check(pd, P))
     return out + artefact_checks(self.kb, getattr(self.vectors, "extra", None) or {}, self.artefact_errors, P)
 
