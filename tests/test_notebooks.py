@@ -7,12 +7,14 @@ saved with its outputs to build/executed/<path>.ipynb. tests/test_docs.py then r
 anything again (tests/conftest.py runs this file first). A failing cell fails its case with the cell and its traceback.
 No timeout: a slow machine makes the run slower, not red.
 
-The selected notebooks start together when the first case runs, LKT_TEST_JOBS processes at a time (default: the CPU
-count, at most 2; 1 runs them one by one); each case waits for its own notebook, so the report and the order stay those
-of a serial run. Every notebook runs in its own process and folder, servers on port 0 and caches written atomically.
+The selected notebooks start together when the first case runs: one `build.py --execute NB… --jsonl` process runs
+them longest first, LKT_TEST_JOBS at a time (default: the CPU count, at most 2; 1 runs them one by one), and prints
+each result as it ends; each case waits for its own notebook, so the report and the order stay those of a serial run.
+Every notebook still runs in its own fresh process and folder (forked from a server that imported the common
+libraries once: build.py's PRELOAD), servers on port 0 and caches written atomically.
 """
-import json, os, subprocess, sys, warnings
-from concurrent.futures import ThreadPoolExecutor
+import collections, json, os, signal, subprocess, sys, threading, warnings
+from concurrent.futures import Future
 
 import pytest
 
@@ -41,18 +43,40 @@ def _jobs()->int:
     return max(1, int(os.environ.get("LKT_TEST_JOBS") or min(2, os.cpu_count() or 1)))
 
 
+def _read_results(proc, futures, prefix):
+    "Resolve each notebook's future from the runner's result lines; when it exits, fail the ones it never reported."
+    tail = collections.deque(maxlen=200)
+    for line in proc.stdout:
+        if not line.startswith(prefix): tail.append(line); continue
+        r = json.loads(line[len(prefix):])
+        f = futures.get(r["notebook"])
+        if f is not None and not f.done(): f.set_result(r)
+    rc = proc.wait()
+    for nb, f in futures.items():
+        if not f.done(): f.set_result({"notebook": nb, "ok": False, "doc_errors": [], "error":
+                                       f"the notebook runner exited ({rc}) before reporting it:\n{''.join(tail)}"})
+
+
 @pytest.fixture(scope="module")
 def notebook_pool(request, build):
-    "{notebook: Future of its `build.py --execute` run} for the notebooks this session selected, started together."
+    "{notebook: Future of its result} for the notebooks this session selected, run by one `build.py --execute --jsonl`."
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
            "TOKENIZERS_PARALLELISM": "false"}
-    run = lambda nb: subprocess.run([sys.executable, str(build.DOCS / "build.py"), "--execute", str(nb)], cwd=build.ROOT,
-                                    env=env, capture_output=True, text=True)
     nbs = [i.callspec.params["notebook"] for i in request.session.items
            if i.originalname == "test_notebook" and not (i.callspec.params["notebook"].parent / ".notest").exists()]
-    ex = ThreadPoolExecutor(_jobs())
-    yield {nb: ex.submit(run, nb) for nb in sorted(nbs, key=lambda nb: -_last_seconds(build, nb))}   # longest first
-    ex.shutdown(cancel_futures=True)   # after -x or ^C: the queued notebooks do not run
+    nbs = sorted(set(nbs), key=lambda nb: -_last_seconds(build, nb))          # longest first
+    futures = {str(nb.resolve()): Future() for nb in nbs}
+    if not nbs: yield {}; return
+    proc = subprocess.Popen([sys.executable, str(build.DOCS / "build.py"), "--execute", *futures, "--jsonl",
+                             "--jobs", str(_jobs())], cwd=build.ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    reader = threading.Thread(target=_read_results, args=(proc, futures, build.RESULT), daemon=True)
+    reader.start()
+    yield {nb: futures[str(nb.resolve())] for nb in nbs}
+    if proc.poll() is None:                            # after -x or ^C: the runner and its notebooks stop
+        try: os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError: pass
+    reader.join(timeout=30)
 
 
 def test_notebook(notebook, build, notebook_runs, notebook_pool):
@@ -60,8 +84,8 @@ def test_notebook(notebook, build, notebook_runs, notebook_pool):
     rel = notebook.relative_to(build.ROOT).as_posix()
     if (notebook.parent / ".notest").exists(): pytest.skip(".notest next to the notebook: nbdev_test skips it too")
     r = notebook_pool[notebook].result()
-    notebook_runs[rel] = r.returncode == 0
-    if r.returncode: pytest.fail(f"{rel} failed:\n{_clip(r.stderr)}\n{_clip(r.stdout, 3000)}", pytrace=False)
+    notebook_runs[rel] = r["ok"]
+    if not r["ok"]: pytest.fail(f"{rel} failed:\n{_clip(r['error'] or '')}", pytrace=False)
     copy = build.executed_path(notebook)
     meta = json.loads(copy.read_text(encoding="utf-8"))["metadata"]["lkt_exec"]
     assert meta["ok"] and meta["source"] == rel and meta["mode"] == "full", meta

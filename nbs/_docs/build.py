@@ -283,18 +283,36 @@ def execute_nb(nb_path, flags=(), fast: bool = False, timeout: int = None):
     return err is None, secs, err, doc_errors
 
 
+# Modules every notebook imports: the pool's fork server imports them once and each notebook's process is forked from
+# it, still one fresh process per notebook (`max_tasks_per_child=1`). Not the package (a notebook imports it after
+# its own edits) and not numba (10_golden checks it has not been imported). A module that fails to import is skipped.
+PRELOAD = ["nbdev.test", "nbdev.processors", "nbdev.frontmatter", "nbdev.showdoc", "execnb.shell", "numpy", "pandas",
+           "scipy.stats", "matplotlib.pyplot", "sklearn.neighbors", "statsmodels.api", "torch", "sentence_transformers",
+           "spacy", "fastapi", "httpx"]
+
+
 def _execute(args):
-    "Pool worker: one notebook in a fresh process (IPython takes over `__main__` in the process that runs it)."
+    "Pool worker: one notebook in a fresh process; its stray output (not the cells') is kept for a failure's report."
     nb_path, flags, fast, timeout = args
-    try: return execute_nb(nb_path, flags, fast, timeout)
-    except BaseException as e:                            # the executor itself failed (not a cell)
-        import traceback
-        return False, 0.0, f"{_rel(nb_path)}: {type(e).__name__}: {e}\n{traceback.format_exc()}", []
+    import tempfile, traceback
+    with tempfile.TemporaryFile() as f:
+        sys.stdout.flush(); sys.stderr.flush()
+        os.dup2(f.fileno(), 1); os.dup2(f.fileno(), 2)     # the process ends with this notebook: no need to restore
+        try: ok, secs, err, doc_errors = execute_nb(nb_path, flags, fast, timeout)
+        except BaseException as e:                         # the executor itself failed (not a cell)
+            err = f"{_rel(nb_path)}: {type(e).__name__}: {e}\n{traceback.format_exc()}"
+            ok, secs, doc_errors = False, 0.0, []
+        sys.stdout.flush(); sys.stderr.flush()
+        f.seek(0); out = f.read().decode("utf-8", "replace").strip()
+    if not ok and out: err += "\n\n--- the process's own output (last 4,000 characters) ---\n" + out[-4000:]
+    return ok, secs, err, doc_errors
 
 
 def run_pool(todo, jobs):
-    "Execute `todo` = [(label, args for `_execute`)], `jobs` at a time; yields (label, result) as they finish."
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=get_context("spawn"), max_tasks_per_child=1) as ex:
+    "Execute `todo` = [(label, args for `_execute`)] in order, `jobs` at a time; yields (label, result) as each ends."
+    ctx = get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as ex:
         futs = {ex.submit(_execute, a): label for label, a in todo}
         for f in as_completed(futs): yield futs[f], f.result()
 
@@ -323,20 +341,34 @@ def ensure_executed(pages, fast, fresh, jobs, timeout, flags):
     return {page: copies[page] for page in pages}
 
 
-def execute_main(paths, flags, jobs, timeout):
-    "`--execute`: run the notebooks (one in this process, several in a pool), write their copies; 1 when one fails."
+RESULT = "LKT-NOTEBOOK-RESULT "                     # --jsonl: the prefix of each notebook's result line
+
+
+def execute_main(paths, flags, jobs, timeout, jsonl=False):
+    """`--execute`: run the notebooks (one in this process, several in a pool, in the order given), write their copies;
+    1 when one fails. `jsonl`: also print each result as it ends, `RESULT` + JSON (what tests/test_notebooks.py reads)."""
     t, failed = time.time(), 0
     def report(label, res):
         nonlocal failed
         ok, secs, err, doc_errors = res
+        if jsonl: print(RESULT + json.dumps({"notebook": label, "ok": ok, "seconds": round(secs, 1), "error": err,
+                                             "doc_errors": doc_errors}), flush=True)
         for e in doc_errors: print(f"warning: {label}: show_doc for the docs failed: {e}", file=sys.stderr)
         if ok: print(f"executed {label} in {secs:.1f} s → {executed_path(label).relative_to(ROOT)}", flush=True)
         else: failed += 1; print(err, file=sys.stderr, flush=True)
-    if len(paths) == 1: report(paths[0], execute_nb(paths[0], flags, timeout=timeout))
+    if len(paths) == 1: report(paths[0], _run_one(paths[0], flags, timeout))
     else:
         for label, res in run_pool([(p, (p, flags, False, timeout)) for p in paths], jobs): report(label, res)
     print(f"{len(paths) - failed} of {len(paths)} notebooks passed in {time.time() - t:.1f} s (flags: {' '.join(flags) or 'none'})")
     return 1 if failed else 0
+
+
+def _run_one(nb, flags, timeout):
+    "One notebook in this process (`--execute NB`); an executor failure is a failed run, as in the pool."
+    try: return execute_nb(nb, flags, timeout=timeout)
+    except Exception as e:
+        import traceback
+        return False, 0.0, f"{_rel(nb)}: {type(e).__name__}: {e}\n{traceback.format_exc()}", []
 
 
 # ------------------------------------------------------------------------------------------------ 2. nbdev processing
@@ -638,6 +670,8 @@ def main(argv=None):
                     help="only execute these notebooks as nbdev_test does and write their copies to build/executed/ "
                          "(what tests/test_notebooks.py runs); exit 1 when a cell fails")
     ap.add_argument("--flags", default="", help="test flags to run anyway, like nbdev_test --flags (LKT_SLOW=1 adds slow)")
+    ap.add_argument("--jsonl", action="store_true",
+                    help=f"with --execute: print each notebook's result as one line, {RESULT.strip()} + JSON, as it ends")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="notebooks executed at once")
     ap.add_argument("--timeout", type=int, default=None,
                     help="seconds allowed per cell (default: no limit, as nbdev_test; a slow machine is not a failure)")
@@ -653,7 +687,7 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT))
 
     flags = forced_flags(a.flags)
-    if a.execute: return execute_main([str(Path(p).resolve()) for p in a.execute], flags, a.jobs, a.timeout)
+    if a.execute: return execute_main([str(Path(p).resolve()) for p in a.execute], flags, a.jobs, a.timeout, a.jsonl)
 
     nbs = notebooks()
     pages = {page_name(p): p for p in nbs if page_name(p) not in a.exclude}
