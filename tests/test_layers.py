@@ -18,7 +18,7 @@ PKG = ROOT / LIB
 LAYERS = ["core", "layout", "llm", "text", "chunking", "decoding", "readers", "parser", "store_schema", "filters",
           "store", "persist", "folder", "e5", "embeddings", "vector_store", "lexical", "retrieval", "index",
           "stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
-          "contingency", "power", "hypothesis", "golden", "runs", "beir", "entities", "graph", "claims", "probes",
+          "contingency", "power", "hypothesis", "golden", "runs", "beir", "entities", "align", "graph", "claims", "probes",
           "fusion", "gate", "confidence", "diagnostics", "cluster", "answer", "manifest", "sources", "ingest",
           "doctor", "feedback", "forward", "writing", "graph_upkeep", "trainer", "output", "serve_models",
           "serve_guard", "serve_service", "serve", "cli_config", "cli_client", "cli_render", "cli_commands", "cli"]
