@@ -156,10 +156,10 @@ MIN_CONTEXT_TOKENS = 2 # …and at least this many, so a two-word claim cannot c
 def compatible_names(a:str, # an entity key (`normalize_entity`)
                      b:str, # another
                     )->bool:
-    "Same key, or one name's words contained in the other's ('Guido' ~ 'Guido van Rossum'; CJK: substring)."
+    "Same key, or one name's words contained in the other's ('Guido' ~ 'Guido van Rossum'; CJK: a prefix, 北京 ~ 北京市)."
     if a == b: return True
     if a.isdigit() or b.isdigit(): return False
-    if has_cjk(a) or has_cjk(b): return a in b or b in a
+    if has_cjk(a) or has_cjk(b): return a.startswith(b) or b.startswith(a)
     A, B = set(a.split()), set(b.split())
     return bool(A) and bool(B) and (A <= B or B <= A)
 
