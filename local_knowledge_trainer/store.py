@@ -17,7 +17,8 @@ from fastcore.basics import patch
 from .core import Chunk, Document, LKTError, check_regular, chunk_id
 from .text import CJK_CLASS, CJK_RUN, match_form
 from .store_schema import (_OBJECTS, _SCHEMA, _TABLE_DDL, _TABLES, FORMAT_VERSION, SQLITE_FIX,
-                                                  _check_trigram, _writable, check_sqlite_files, read_connection)
+                                                  _UPSERT_REVIEW, _UPSERT_STATUS, _check_trigram, _writable,
+                                                  check_sqlite_files, read_connection)
 from .filters import WHERE_KEYS, _where_key, check_where
 
 # %% ../nbs/03_store.ipynb #cdc8d740
@@ -230,11 +231,13 @@ def _delete_chunks(self:EvidenceStore, source):
     return ids
 
 @patch
-def _has_verbatim(self:EvidenceStore)->bool:
-    "Whether `chunks` has its `verbatim` column (a base written before it gains it on its next write)."
-    if not getattr(self, "_verbatim", False):   # only True is remembered: another connection may add the column
-        self._verbatim = any(r[1] == "verbatim" for r in self._rows("PRAGMA table_info(chunks)"))
-    return self._verbatim
+def _has_column(self:EvidenceStore, table:str, column:str, add:bool=False)->bool:
+    "Whether `table` has `column` (a base from before it has not); `add=True`, in a write, adds it (nullable TEXT)."
+    if not hasattr(self, "_columns"): self._columns = set()   # a column found is remembered (never its absence: another
+    if (table, column) in self._columns: return True           # connection may add it, a rollback may undo an ALTER)
+    if any(r[1] == column for r in self._rows(f"PRAGMA table_info({table})")): self._columns.add((table, column))
+    elif add: self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT"); return True
+    return (table, column) in self._columns
 
 @patch
 def add_document(self:EvidenceStore, doc:Document, # the parsed document and its chunks
@@ -255,7 +258,7 @@ def add_document(self:EvidenceStore, doc:Document, # the parsed document and its
                      None if m == c.text else c.text))
     with self.transaction():
         # a base from before it
-        if not self._has_verbatim(): self.conn.execute("ALTER TABLE chunks ADD COLUMN verbatim TEXT")
+        self._has_column("chunks", "verbatim", add=True)
         removed = self._delete_chunks(doc.source)
         self.conn.execute(
             "INSERT INTO documents(source, doc_id, format, content_hash, n_chunks, metadata, ingest_time) "
@@ -366,7 +369,7 @@ _COLS = 'id, {text}, source, page, section, metadata, start, "end", prev_id, nex
 @patch
 def _cols(self:EvidenceStore)->str:
     "The chunk columns `_chunk` reads, the text as written first."
-    return _COLS.format(text="COALESCE(verbatim, text)" if self._has_verbatim() else "text")
+    return _COLS.format(text="COALESCE(verbatim, text)" if self._has_column("chunks", "verbatim") else "text")
 
 def _chunk(r)->Chunk:
     return Chunk(id=r[0], text=r[1], source=r[2], page=r[3], section=r[4], metadata=json.loads(r[5] or "{}"),
@@ -676,8 +679,7 @@ def integrity_check(self:EvidenceStore)->dict:
 # %% ../nbs/03_store.ipynb #1d9ec0c9
 _ENT_COLS = ("id", "label", "name", "frequency", "aliases", "metadata")
 _REL_COLS = ("id", "head", "tail", "type", "weight", "evidence_chunk_id", "source", "page", "confidence",
-             "extractor_version",
-             "review_status")
+             "extractor_version", "review_status", "quote")
 
 def _relation_id(r:dict)->str:
     return r.get("id") or _sha256(f"{r['head']}|{r['tail']}|{r['type']}|{r['evidence_chunk_id']}")[:16]
@@ -687,11 +689,10 @@ def save_graph(self:EvidenceStore, entities:list, # dicts of the `entities` colu
                relations:list, # dicts with the `relations` columns, one per evidence chunk (`id` optional)
                mentions:dict=None, # chunk id -> [(entity_key, surface, label, start, end)]
                chunks:dict=None, # chunk id -> (source, page, extractor_version) of the chunks it was extracted from
-               reviews:dict=None, # (head, tail, type) -> review status, upserted
+               reviews:dict=None, # (head, tail, type) -> review status, upserted (a changed status: time too)
                meta:dict=None, # graph_meta key -> string value, upserted
               )->dict:
-    ("Replace the stored entity graph (entities, relations, mentions, extracted chunks) and upsert reviews and meta, "
-     "atomically.")
+    "Replace the stored graph (entities, relations, mentions, extracted chunks), upsert reviews and meta; atomically."
     ent = [(e["id"], e.get("label"), e.get("name"), e.get("frequency", 0),
             json.dumps(list(e.get("aliases", ())), ensure_ascii=False),
             json.dumps(e.get("metadata") or {}, ensure_ascii=False)) for e in entities]
@@ -702,13 +703,13 @@ def save_graph(self:EvidenceStore, entities:list, # dicts of the `entities` colu
     with self.transaction():
         c = self.conn
         for t in ("relations", "entities", "graph_mentions", "graph_chunks"): c.execute(f"DELETE FROM {t}")
+        self._has_column("relations", "quote", add=True)   # a base from before quotes
         c.executemany(f"INSERT INTO entities({', '.join(_ENT_COLS)}) VALUES (?,?,?,?,?,?)", ent)
-        c.executemany(f"INSERT INTO relations({', '.join(_REL_COLS)}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rel)
+        c.executemany(f"INSERT INTO relations({', '.join(_REL_COLS)}) VALUES ({', '.join('?' * len(_REL_COLS))})", rel)
         c.executemany('INSERT INTO graph_mentions(chunk_id, entity_key, surface, label, start, "end") '
                       'VALUES (?,?,?,?,?,?)', men)
         c.executemany("INSERT INTO graph_chunks(chunk_id, source, page, extractor_version) VALUES (?,?,?,?)", gch)
-        c.executemany("INSERT OR REPLACE INTO graph_reviews VALUES (?,?,?,?,?)",
-                      [(h, t, ty, s, now) for (h, t, ty), s in (reviews or {}).items()])
+        c.executemany(_UPSERT_STATUS, [(h, t, ty, s, now) for (h, t, ty), s in (reviews or {}).items()])
         c.executemany("INSERT OR REPLACE INTO graph_meta VALUES (?,?)", [(k, str(v)) for k, v in (meta or {}).items()])
     return {"entities": len(ent), "relation_rows": len(rel), "mentions": len(men), "chunks": len(gch)}
 
@@ -720,22 +721,21 @@ def graph_meta(self:EvidenceStore)->dict:
 
 @patch
 def load_graph(self:EvidenceStore)->dict:
-    ("The stored entity graph as rows: entities (by id), relations (by head, tail, type, evidence chunk), meta and "
-     "n_chunks.")
+    "The stored graph as rows: entities (by id), relations (by head, tail, type, evidence chunk), meta, n_chunks."
     ents = []
     for r in self._rows(f"SELECT {', '.join(_ENT_COLS)} FROM entities ORDER BY id"):
         e = dict(zip(_ENT_COLS, r))
         e["aliases"], e["metadata"] = json.loads(e["aliases"] or "[]"), json.loads(e["metadata"] or "{}")
         ents.append(e)
-    rels = [dict(zip(_REL_COLS, r)) for r in self._rows(
-        f"SELECT {', '.join(_REL_COLS)} FROM relations ORDER BY head, tail, type, evidence_chunk_id")]
+    cols = _REL_COLS if self._has_column("relations", "quote") else _REL_COLS[:-1]   # a base from before quotes
+    rels = [{"quote": None, **dict(zip(cols, r))} for r in self._rows(
+        f"SELECT {', '.join(cols)} FROM relations ORDER BY head, tail, type, evidence_chunk_id")]
     return {"entities": ents, "relations": rels, "meta": self.graph_meta(), "n_chunks": self.count("graph_chunks")}
 
 # %% ../nbs/03_store.ipynb #d63e39f9
 @patch
 def graph_mentions(self:EvidenceStore)->tuple:
-    ("(chunks, mentions) the graph was extracted from: {chunk id: (source, page, extractor_version)}, {chunk id: "
-     "[mention tuples]}.")
+    "(chunks, mentions) of the graph: {chunk id: (source, page, extractor_version)}, {chunk id: [mention tuples]}."
     rows = self._rows("SELECT chunk_id, source, page, extractor_version FROM graph_chunks ORDER BY chunk_id")
     chunks = {r[0]: tuple(r[1:]) for r in rows}
     mentions = {i: [] for i in chunks}
@@ -750,15 +750,23 @@ def graph_reviews(self:EvidenceStore)->dict:
     return {(h, t, ty): s for h, t, ty, s in self._rows("SELECT head, tail, type, review_status FROM graph_reviews")}
 
 @patch
+def relation_reviews(self:EvidenceStore)->dict:
+    "Stored review decisions with their time and note: {(head, tail, type): {status, time, note}}."
+    note = "note" if self._has_column("graph_reviews", "note") else "NULL"   # a base from before notes
+    rows = self._rows(f"SELECT head, tail, type, review_status, time, {note} FROM graph_reviews")
+    return {(h, t, ty): {"status": s, "time": tm, "note": n} for h, t, ty, s, tm, n in rows}
+
+@patch
 def set_review(self:EvidenceStore, head:str, # entity id of the relation's head
                tail:str, # entity id of its tail
                status:str, # the decision, e.g. reviewed | rejected
                type:str="co_occurs", # relation type
+               note:str=None, # the reviewer's note (replaces an earlier one; None: no note)
               )->int:
-    "Record a review decision and apply it to the relation's stored rows; returns the number of rows updated."
+    "Record a review decision and its note, and apply it to the relation's stored rows; returns the rows updated."
     with self.transaction():
-        self.conn.execute("INSERT OR REPLACE INTO graph_reviews VALUES (?,?,?,?,?)",
-                          (head, tail, type, status, time.time()))
+        self._has_column("graph_reviews", "note", add=True)   # a base from before notes
+        self.conn.execute(_UPSERT_REVIEW, (head, tail, type, status, time.time(), note))
         return self.conn.execute("UPDATE relations SET review_status=? WHERE head=? AND tail=? AND type=?",
                                  (status, head, tail, type)).rowcount
 

@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS relations(
     id TEXT PRIMARY KEY, head TEXT REFERENCES entities(id) ON DELETE CASCADE,
     tail TEXT REFERENCES entities(id) ON DELETE CASCADE, type TEXT, weight REAL,
     evidence_chunk_id TEXT, source TEXT, page INTEGER, confidence REAL,
-    extractor_version TEXT, review_status TEXT DEFAULT 'unreviewed');
+    extractor_version TEXT, review_status TEXT DEFAULT 'unreviewed', quote TEXT);
 CREATE INDEX IF NOT EXISTS relations_head ON relations(head);
 CREATE INDEX IF NOT EXISTS relations_tail ON relations(tail);
 CREATE TABLE IF NOT EXISTS graph_chunks(chunk_id TEXT PRIMARY KEY, source TEXT, page INTEGER, extractor_version TEXT);
@@ -56,12 +56,20 @@ CREATE TABLE IF NOT EXISTS graph_mentions(chunk_id TEXT NOT NULL, entity_key TEX
     label TEXT, start INTEGER, "end" INTEGER);
 CREATE INDEX IF NOT EXISTS graph_mentions_chunk ON graph_mentions(chunk_id);
 CREATE TABLE IF NOT EXISTS graph_reviews(head TEXT NOT NULL, tail TEXT NOT NULL, type TEXT NOT NULL,
-    review_status TEXT NOT NULL, time REAL, PRIMARY KEY(head, tail, type));
+    review_status TEXT NOT NULL, time REAL, note TEXT, PRIMARY KEY(head, tail, type));
 CREATE TABLE IF NOT EXISTS graph_meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS graph_entity_pairs(e1 TEXT, e2 TEXT, PRIMARY KEY(e1, e2));
 CREATE TABLE IF NOT EXISTS graph_triples(subject TEXT, relation TEXT, object TEXT, subject_name TEXT,
     object_name TEXT, quote TEXT, chunk_id TEXT, source TEXT, page INTEGER);
 """
+# a person's review (`set_review`): status, time and note; the graph builder's save (`save_graph`) changes a review's
+# status and time only when the status changed, and keeps the person's note
+_UPSERT_REVIEW = ("INSERT INTO graph_reviews(head, tail, type, review_status, time, note) VALUES (?,?,?,?,?,?) "
+                  "ON CONFLICT(head, tail, type) DO UPDATE SET review_status=excluded.review_status, "
+                  "time=excluded.time, note=excluded.note")
+_UPSERT_STATUS = ("INSERT INTO graph_reviews(head, tail, type, review_status, time) VALUES (?,?,?,?,?) "
+                  "ON CONFLICT(head, tail, type) DO UPDATE SET review_status=excluded.review_status, "
+                  "time=excluded.time WHERE graph_reviews.review_status IS NOT excluded.review_status")
 _TABLES = ("documents", "chunks", "entities", "relations", "graph_chunks", "graph_mentions", "graph_reviews",
            "graph_meta", "graph_entity_pairs", "graph_triples")
 
