@@ -16,11 +16,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCRIPTS = ("parse", "ingest", "query", "stats", "quality", "hnsw_recall", "startup", "serve", "reliability", "snapshot", "scale", "bm25_scale",
-           "e5_engine", "pt_base", "static_tier", "warm_cli")
+           "e5_engine", "pt_base", "static_tier", "warm_cli", "claims")
 DEFAULT_ARGS = {"quality": ["--sweep"], "bm25_scale": ["--sizes", "10000", "100000"]}   # 1M: run bench/scale.py and bench/bm25_scale.py by hand
 QUICK = {"quality": ["--max-queries", "200"], "query": ["--sizes", "10000"], "startup": ["--runs", "3"], "ingest": ["--docs", "100"],
          "serve": ["--requests", "1000"], "reliability": ["--kills", "20", "--skip-large"], "scale": ["--sizes", "10000", "--no-extras"], "bm25_scale": ["--sizes", "10000"],
-         "pt_base": ["--chunks", "2000"], "static_tier": ["--speed-passages", "200"]}
+         "pt_base": ["--chunks", "2000"], "static_tier": ["--speed-passages", "200"], "claims": ["--n", "100", "--docs", "200"]}
 
 
 def log(*a): print(*a, file=sys.stderr, flush=True)
