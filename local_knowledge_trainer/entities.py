@@ -437,18 +437,21 @@ def make_extractor(language:str="auto", # auto (route per text) | en | pt | zh |
                    prefer:str="spacy", # spacy: a trained pipeline when one is installed; rule: the offline heuristic
                    model:str=None, # force this spaCy pipeline (name or folder)
                    terms:bool=False, # add the frequent-term heuristic on top (recommended for graph building)
+                   names:bool=False, # add the rules' capitalised names to trained spaCy NER (spaCy wins overlaps)
                   )->EntityExtractor:
     "The best available extractor for a language: trained spaCy NER > jieba (zh) > RuleExtractor."
     if prefer not in ("spacy", "rule"): raise ValueError(f"prefer must be 'spacy' or 'rule', not {prefer!r}")
-    if language == "auto": return LanguageRouter(lambda l: make_extractor(l, prefer, model, terms))
+    if language == "auto": return LanguageRouter(lambda l: make_extractor(l, prefer, model, terms, names))
     base = None
     if prefer == "spacy":
-        names = [model] if model else [m for m in _SPACY_CANDIDATES.get(language, ())
+        found = [model] if model else [m for m in _SPACY_CANDIDATES.get(language, ())
                                        if m in installed_spacy_pipelines()]
-        if names: base = SpacyExtractor(names[0])
+        if found: base = SpacyExtractor(found[0])
         elif language == "zh" and _jieba_ok(): base = JiebaExtractor()
     if base is None: return RuleExtractor(language, terms=terms)
-    return CombinedExtractor([base, RuleExtractor(language, terms=True)]) if terms else base
+    if terms or (names and isinstance(base, SpacyExtractor)):
+        return CombinedExtractor([base, RuleExtractor(language, terms=terms)])
+    return base
 
 # %% ../nbs/13_entities.ipynb #eab10f1f
 # the one progress helper (00_core); re-exported for the modules that import it from here
