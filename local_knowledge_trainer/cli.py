@@ -173,14 +173,32 @@ def add_evaluate_command(subparsers, # the object returned by ArgumentParser.add
     sp.set_defaults(func=cmd_evaluate)
     return sp
 
+_GRAPH_DESCRIPTION = (
+    "`lkt graph ENTITY` lists an entity's relations: id, review status, the reviewer's note and the evidence quotes. "
+    "`lkt graph review ENTITY` lists them for review; add --accept ID, --reject ID or --needs-review ID (and --note "
+    "TEXT) to record a decision, a write under the base's lock. `review` is the subcommand only when an entity "
+    "follows it: `lkt graph review` alone shows an entity called review, `lkt graph review review` reviews it. Exit "
+    "codes: 0 ok, 1 error, 2 usage, 5 unknown entity or relation id, 7 no base.")
+
 def add_graph_command(subparsers, # the `add_subparsers()` object of the lkt parser
                      )->argparse.ArgumentParser:
-    "Register `lkt graph ENTITY [--persist DIR] [--json] [--limit N] [--status S]`."
-    sp = subparsers.add_parser("graph", help="an entity's relations with their evidence and review status")
-    sp.add_argument("entity", help="entity name, alias or id (after `--` if it starts with '-')")
+    "Register `lkt graph [review] ENTITY [--persist DIR] [--json] [--limit N] [--status S] [--accept|--reject ID]`."
+    sp = subparsers.add_parser("graph", help="an entity's relations with their evidence and review status; "
+                               "`lkt graph review ENTITY` to accept or reject them", description=_GRAPH_DESCRIPTION)
+    sp.add_argument("entity", help="entity name, alias or id (after `--` if it starts with '-'); "
+                    "or `review` followed by the entity to review")
+    sp.add_argument("review_entity", nargs="?", metavar="ENTITY", help="after `review`: the entity whose relations "
+                    "to review")
     _common(sp, model=False)
     sp.add_argument("--limit", type=int, default=20, help="at most N relations (strongest first)")
     sp.add_argument("--status", default="all", choices=GRAPH_STATUSES, help="filter by review status")
+    g = sp.add_mutually_exclusive_group()
+    g.add_argument("--accept", metavar="ID", help="review: accept the relation ID (status reviewed: graph retrieval "
+                   "follows it)")
+    g.add_argument("--reject", metavar="ID", help="review: reject the relation ID (graph retrieval stops following it)")
+    g.add_argument("--needs-review", metavar="ID", help="review: mark the relation ID needs_review (not followed)")
+    sp.add_argument("--note", metavar="TEXT", help="review: the reviewer's note, kept with the decision")
+    _wait(sp)   # a review is a write
     sp.set_defaults(func=cmd_graph)
     return sp
 

@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL', 'EXIT_EMPTY', 'EXIT_NO_BASE', 'EXIT_LLM',
-           'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'WARM_HINT_S', 'GRAPH_STATUSES', 'DEMO_QUESTIONS', 'fail',
-           'cmd_parse', 'cmd_ingest', 'cmd_remove', 'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_feedback',
-           'cmd_where', 'cmd_doctor', 'cmd_serve', 'cmd_evaluate', 'cmd_graph', 'cmd_demo']
+           'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'EXIT_UNKNOWN_RELATION', 'WARM_HINT_S', 'GRAPH_STATUSES',
+           'REVIEW_FLAGS', 'DEMO_QUESTIONS', 'fail', 'cmd_parse', 'cmd_ingest', 'cmd_remove', 'cmd_search',
+           'cmd_answer', 'cmd_stats', 'cmd_feedback', 'cmd_where', 'cmd_doctor', 'cmd_serve', 'cmd_evaluate',
+           'cmd_graph', 'cmd_demo']
 
 # %% ../nbs/24d_cli_commands.ipynb #f21962a4
 import contextlib, difflib, json, os, shlex, shutil, sys, tempfile, time
@@ -24,6 +25,7 @@ from .cli_render import (
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 EXIT_NO_BASE, EXIT_LLM = 7, 8 # no base where the location points; the LLM call failed (context printed instead)
 EXIT_UNKNOWN_ENTITY = EXIT_NOT_STORED = EXIT_EMPTY # `graph` does not know the entity; `remove` names one not stored
+EXIT_UNKNOWN_RELATION = EXIT_EMPTY # `graph review ENTITY --accept ID`: the entity has no relation ID
 # 6 and 9 are `evaluate`'s: runs.EXIT_REGRESSION and runs.EXIT_STALE_BASELINE (runs loads pandas: imported when it runs)
 
 def fail(args, # the parsed command line
@@ -65,8 +67,8 @@ def _password(args)->Optional[str]:
 
 def _trainer_options(args)->dict:
     "The `KnowledgeTrainer` options given on the command line (model, backend, language)."
-    return {"embedding_model": args.model, "vector_store": args.backend,
-            **({"language": args.language} if args.language else {})}
+    return {"embedding_model": getattr(args, "model", None), "vector_store": getattr(args, "backend", "auto"),
+            **({"language": args.language} if getattr(args, "language", None) else {})}
 
 def _show_progress(args, ingests:bool=False)->bool:
     "The library's `show_progress`: off under --json or --quiet; on for a command that ingests, else on a terminal."
@@ -491,35 +493,84 @@ def cmd_evaluate(args)->int:
 
 # %% ../nbs/24d_cli_commands.ipynb #5100427d
 GRAPH_STATUSES = ("all", "accepted", "auto_accepted", "needs_review", "reviewed", "rejected") # 2 groups, the statuses
+REVIEW_FLAGS = {"accept": "reviewed", "reject": "rejected", "needs_review": "needs_review"} # option -> status
 
-def _unknown_entity(G, args)->int:
+def _unknown_entity(G, args, entity:str=None)->int:
     "Say that the entity is unknown, with the closest names; exit 5."
+    entity = args.entity if entity is None else entity
     names = sorted({d.get("name") for _, d in G.nodes(data=True)})
-    close = difflib.get_close_matches(args.entity, names, n=5, cutoff=0.6)
-    print_result({"status": "unknown_entity", "entity": args.entity, "suggestions": close}, args.json,
-                 f"unknown entity {args.entity!r}" + (f"; did you mean: {', '.join(close)}?" if close else ""))
+    close = difflib.get_close_matches(entity, names, n=5, cutoff=0.6)
+    print_result({"status": "unknown_entity", "entity": entity, "suggestions": close}, args.json,
+                 f"unknown entity {entity!r}" + (f"; did you mean: {', '.join(close)}?" if close else ""))
     return EXIT_UNKNOWN_ENTITY
 
-def cmd_graph(args)->int:
-    "`lkt graph ENTITY`: print the entity's relations with evidence and review status; exit 5 if the entity is unknown."
+def _graph_target(args)->tuple:
+    "(review?, entity, (option, status) or None) of `lkt graph [review] ENTITY`; an LKTError for a usage error."
+    second = getattr(args, "review_entity", None)
+    if second is not None and args.entity != "review":
+        raise LKTError(f"lkt graph takes one entity, not {args.entity!r} and {second!r}: quote a name with spaces "
+                       "(lkt graph \"Guido van Rossum\"), or review one with `lkt graph review ENTITY`")
+    flag = next(((f, s) for f, s in REVIEW_FLAGS.items() if getattr(args, f, None)), None)
+    if second is None and (flag or getattr(args, "note", None)):
+        raise LKTError("--accept, --reject, --needs-review and --note review a relation: "
+                       "`lkt graph review ENTITY --accept ID` (`lkt graph review ENTITY` lists the ids)")
+    return second is not None, args.entity if second is None else second, flag
+
+def _open_graph(args):
+    "(store opened read-only, graph) of the command's base; an LKTError when it has no store or no graph."
     from local_knowledge_trainer.store import EvidenceStore
-    from local_knowledge_trainer.graph import ACCEPTED, graph_from_store, resolve_entity, entity_relations
-    _require_base(args)
+    from local_knowledge_trainer.graph import graph_from_store
     db = Path(args.persist) / "evidence.sqlite"
     if not db.exists():
         raise LKTError(f"{db}: no evidence store — run `lkt ingest PATH --persist {args.persist}` first")
-    store = EvidenceStore(str(db))
+    store = EvidenceStore(str(db), readonly=True)
+    G = graph_from_store(store)
+    if G.number_of_nodes() == 0:
+        store.close()
+        raise LKTError(f"{db}: the base has no entity graph yet — build it with "
+                       f"`lkt ingest PATH --persist {args.persist} --graph` (or KnowledgeTrainer.build_graph())")
+    return store, G
+
+# %% ../nbs/24d_cli_commands.ipynb #25a4e3c9
+def _review(args, entity:str, rid:str, status:str)->int:
+    "Record a decision on the relation `rid` of `entity` (a write); exit 5 when the entity has no such relation."
+    store, G = _open_graph(args)
     try:
-        G = graph_from_store(store)
-        if G.number_of_nodes() == 0:
-            raise LKTError(f"{db}: the base has no entity graph yet — build it with "
-                           f"`lkt ingest PATH --persist {args.persist} --graph` (or KnowledgeTrainer.build_graph())")
-        nid = resolve_entity(G, args.entity)
-        if nid is None: return _unknown_entity(G, args)
+        from local_knowledge_trainer.graph import entity_relations, resolve_entity
+        nid = resolve_entity(G, entity)
+        if nid is None: return _unknown_entity(G, args, entity)
+        ids = {r["id"] for r in entity_relations(G, nid)}
+    finally: store.close()
+    if rid.strip().lower() not in ids:
+        return fail(args, f"unknown relation id {rid!r} for {entity!r}: `lkt graph review {shlex.quote(entity)} "
+                          f"--persist {args.persist}` lists the ids of its relations", EXIT_UNKNOWN_RELATION)
+    kt = _trainer(args)
+    try: out = kt.review_relation(rid.strip().lower(), status, note=getattr(args, "note", None))
+    finally: kt.close()
+    note = f" — note: {out['review_note']}" if out["review_note"] else ""
+    print_result({"status": "ok", "relation": out}, args.json,
+                 f"{out['review_status']}: relation {out['id']} {out['head']!r} — {out['tail']!r}{note}")
+    return EXIT_OK
+
+def cmd_graph(args)->int:
+    "`lkt graph [review] ENTITY`: the entity's relations (id, status, note, quotes), or record a review; 5 if unknown."
+    from local_knowledge_trainer.graph import ACCEPTED, resolve_entity, entity_relations
+    try: review, entity, flag = _graph_target(args)
+    except LKTError as e: return fail(args, str(e), EXIT_USAGE)
+    _require_base(args)
+    if flag: return _review(args, entity, getattr(args, flag[0]), flag[1])
+    store, G = _open_graph(args)
+    try:
+        nid = resolve_entity(G, entity)
+        if nid is None: return _unknown_entity(G, args, entity)
         st = None if args.status == "all" else (tuple(ACCEPTED) if args.status == "accepted" else (args.status,))
         rows, d = entity_relations(G, nid, store, statuses=st, limit=args.limit), G.nodes[nid]
-        entity = {"id": nid, **{k: d.get(k) for k in ("name", "label", "frequency", "aliases", "source_docs")}}
-        print_result({"entity": entity, "relations": rows}, args.json, entity_text(nid, d, rows, args.status))
+        node = {"id": nid, **{k: d.get(k) for k in ("name", "label", "frequency", "aliases", "source_docs")}}
+        text = entity_text(nid, d, rows, args.status)
+        if review and rows:
+            text += (f"\nrecord a decision: lkt graph review {shlex.quote(entity)} --accept ID | --reject ID "
+                     "[--note TEXT]")
+        print_result({"entity": node, "relations": rows}, args.json, text)
         return EXIT_OK
     finally: store.close()
 

@@ -9,7 +9,7 @@ __all__ = ['SCORE_LEGEND', 'QUOTE_WIDTH', 'QUOTE_INDENT', 'EVAL_METRICS', 'hide_
            'comparisons_text', 'fusion_text', 'evaluation_text']
 
 # %% ../nbs/24c_cli_render.ipynb #d3403e3d
-import contextlib, json, re, shutil, sys, unicodedata
+import contextlib, json, re, shutil, sys, time, unicodedata
 from .core import Citation, text_table
 from .output import secret_values, spellings, redact, clean_json, score_kind, SCORE_KINDS
 
@@ -252,16 +252,21 @@ def entity_text(nid:str, # the entity's id
                 rows:list, # `graph.entity_relations`
                 status:str="all", # the --status the relations were filtered by
                )->str:
-    "An entity, its sources, and each relation with its evidence quotes."
+    "An entity, its sources, and each relation (id, status, the reviewer's note) with its evidence quotes."
     lines = [f"{node.get('name')} [{node.get('label')}] id={nid} mentions={node.get('frequency')} "
              f"aliases={node.get('aliases')}", f"sources: {', '.join(node.get('source_docs', []))}"]
     for r in rows:
-        lines.append(f"  {r['type']} {r['other']!r} weight={r['weight']} confidence={r['confidence']:.3f} "
-                     f"status={r['review_status']}")
+        lines.append(f"  {r['type']} {r['other']!r} id={r.get('id')} weight={r['weight']} "
+                     f"confidence={r['confidence']:.3f} status={r['review_status']}")
+        if r.get("review_time") is not None:   # a person's decision: when, and the note
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(r["review_time"]))
+            lines.append(f"      reviewed {when}" + (f": {r['review_note']}" if r.get("review_note") else ""))
         for e in r["evidence"]:
             loc = e["source"] + (f", p. {e['page']}" if e.get("page") is not None else "")
             stale = " (stale: chunk no longer stored)" if e.get("stale") else ""
-            lines.append(f"      [{loc}] \"{e.get('quote')}\"{stale}")
+            quote = "(no quote: the two are not named within three sentences)" if e.get("quote") is None else \
+                    f"\"{e['quote']}\""
+            lines.append(f"      [{loc}] {quote}{stale}")
     if not rows: lines.append("  (no relations" + ("" if status == "all" else f" with status {status}") + ")")
     return "\n".join(lines)
 

@@ -220,7 +220,10 @@ def base_stats(persist, # a base folder (`--persist`)
     counts = dict.fromkeys(tables, 0)
     if db.exists():
         st = EvidenceStore(str(db), readonly=True)   # `lkt stats` never writes the base
-        try: counts, sources = {t: st.count(t) for t in tables}, st.sources()
+        try:
+            counts, sources, g = {t: st.count(t) for t in tables}, st.sources(), st.graph_meta()
+            if counts["entities"] and {"entities", "relations"} <= set(g):   # the graph's edges, not its evidence rows
+                counts.update(entities=int(g["entities"]), relations=int(g["relations"]))
         finally: st.close()
     vm, m = read_json(persist / PUBLISHED / MANIFEST), read_json(persist / "manifest.json")
     name, dim = vm.get("model") or m.get("embedding_model"), vm.get("dim") or m.get("dim")

@@ -22,8 +22,8 @@ from . import __version__
 from .core import LKTError, atomic_write_text, is_loopback, read_json
 from .output import response_json, secret_values
 from .trainer import KnowledgeTrainer
-from .serve_models import (_BODY_FIX, _ERR, FeedbackRequest, IngestRequest, SearchRequest, ServeError,
-                                                  validation_json)
+from .serve_models import (_BODY_FIX, _ERR, FeedbackRequest, IngestRequest, ReviewRequest,
+                                                  SearchRequest, ServeError, validation_json)
 from .serve_guard import _Guard, _Redactor, _install_redaction, _json
 from .layout import SERVE_RECORD, manifest_generation
 from .serve_service import _Served, _Service, _llm_fn
@@ -221,6 +221,19 @@ def _add_write_routes(app:FastAPI, svc:_Service, J):
         "Remove a stored source (as GET /stats lists it) from the store, the vectors, BM25 and the graph."
         return J(svc.remove(source))
 
+# %% ../nbs/23d_serve.ipynb #6f57d682
+def _add_graph_routes(app:FastAPI, svc:_Service, J):
+    "`GET /graph/{entity}` and `POST /graph/review` (tag `graph`)."
+    @app.get("/graph/{entity}", tags=["graph"], responses=_ERRORS)
+    def relations(entity:str, limit:int=Query(20, ge=1, le=1000)):
+        "An entity's relations: id, review status, the reviewer's note and time, evidence quotes (`lkt graph --json`)."
+        return J({"entity": entity, "relations": svc.relations(entity, limit)})
+
+    @app.post("/graph/review", tags=["graph"], responses=_ERRORS)
+    def review(req:ReviewRequest):
+        "Review a relation (`lkt graph review ENTITY --accept ID`): only accepted relations feed graph retrieval."
+        return J(svc.review(req))
+
 # %% ../nbs/23d_serve.ipynb #4d317920
 def _lifespan(svc:_Service):
     "Start the service's watcher with the app, and close it (letting a running job finish) when the app stops."
@@ -265,6 +278,7 @@ def create_app(persist_dir, # the base folder to serve (`--persist`)
     _add_base_routes(app, svc, J, token, writes)
     _add_question_routes(app, svc, J)
     _add_write_routes(app, svc, J)
+    _add_graph_routes(app, svc, J)
     return app
 
 # %% ../nbs/23d_serve.ipynb #6245d965

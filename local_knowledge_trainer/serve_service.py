@@ -19,7 +19,7 @@ from .parser import confined_reads, read_confined
 from .output import clean_json
 from .trainer import KnowledgeTrainer
 from .writing import ReadOnlyCache
-from .serve_models import FeedbackRequest, IngestRequest, ServeError
+from .serve_models import FeedbackRequest, IngestRequest, ReviewRequest, ServeError
 from .serve_guard import _allowed
 
 _log = logging.getLogger("lkt.serve")
@@ -443,4 +443,35 @@ def feedback(self:_Service, req:FeedbackRequest)->dict:
     with self._writer() as writer:
         out = writer.feedback(question=req.question, relevant=req.relevant, found=req.found, k=req.k, mode=req.mode)
         self.reload(force=True)   # no new publish: the labels are read by the next reader
+    return out
+
+# %% ../nbs/23c_serve_service.ipynb #636a0602
+def _no_graph(persist_dir)->ServeError:
+    return ServeError(409, "this base has no entity graph", f"build it with `lkt ingest PATH --persist {persist_dir} "
+                      "--graph` (KnowledgeTrainer.build_graph())")
+
+@patch
+def relations(self:_Service, entity:str, # an entity id, name or alias
+              limit:int=20, # at most this many relations (strongest first)
+             )->list:
+    "An entity's relations (`graph_upkeep.knowledge_relations`, read-only); 404 for an unknown entity."
+    from local_knowledge_trainer.graph import UnknownEntityError
+    from local_knowledge_trainer.graph_upkeep import knowledge_relations
+    with self.lease() as s:
+        if not s.kt.store.count("entities"): raise _no_graph(self.persist_dir)
+    try: return knowledge_relations(self.persist_dir, entity, limit=limit)
+    except UnknownEntityError as e:
+        raise ServeError(404, str(e), "give an entity's name, alias or id as the graph has it") from None
+
+@patch
+def review(self:_Service, req:ReviewRequest)->dict:
+    "Record a review of a relation (404 unknown id, 409 without a graph or while a job writes), then serve it."
+    from local_knowledge_trainer.graph import UnknownRelationError
+    with self.lease() as s:
+        if not s.kt.store.count("entities"): raise _no_graph(self.persist_dir)
+    with self._writer() as writer:
+        try: out = writer.review_relation(req.relation, req.status, note=req.note)
+        except UnknownRelationError as e:
+            raise ServeError(404, str(e), "use an id GET /graph/{entity} lists") from None
+        self.reload(force=True)   # no new vectors: the next reader reads the decision
     return out
