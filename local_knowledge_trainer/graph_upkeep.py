@@ -24,12 +24,15 @@ def graph_builder(self:GraphUpkeep):
     "The entity graph's `GraphBuilder`: loaded from the store and synced, or built from every chunk on first use."
     if self._graph_builder is None:
         from local_knowledge_trainer.entities import make_extractor
-        from local_knowledge_trainer.graph import GraphBuilder
+        from local_knowledge_trainer.graph import QUOTES, GraphBuilder
         # the extractor routes each text to spaCy NER (plus the rules' capitalised names), rules or jieba
         ex, st, save = make_extractor("auto", names=True), self.store, self._can_write_store()
         if st.count("entities"):
             b = GraphBuilder.load_from_store(st, extractor=ex); b.show_progress = self.show_progress
-            if save: b.sync(st, progress=getattr(self, "_progress", None))
+            if save:
+                r = b.sync(st, progress=getattr(self, "_progress", None))
+                if not (r["added"] or r["removed"]) and st.graph_meta().get("quotes") != QUOTES:
+                    b.update(st)   # a graph saved before quotes: quoted and checked again, and saved
             else:   # a reader: the same update, in memory
                 current, known = set(st.chunk_ids()), {c.id for c in b.chunks()}
                 if current != known:
