@@ -447,6 +447,7 @@ def feedback(self:_Service, req:FeedbackRequest)->dict:
 
 # %% ../nbs/23c_serve_service.ipynb #636a0602
 def _no_graph(persist_dir)->ServeError:
+    "The 409 of a graph request on a base without an entity graph."
     return ServeError(409, "this base has no entity graph", f"build it with `lkt ingest PATH --persist {persist_dir} "
                       "--graph` (KnowledgeTrainer.build_graph())")
 
