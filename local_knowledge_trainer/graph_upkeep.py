@@ -118,9 +118,17 @@ def detect_contradictions(self:GraphUpkeep, text:str, # a claim or an LLM answer
                           extractor=None, # finds entities the base does not know (default: the graph builder's)
                           threshold:float=0.3, # flag when contradiction_score exceeds it
                          )->dict:
-    "Unsupported entity pairs (QuCo-RAG-inspired signal) and conflicting relations against the base."
+    "Claims the base contradicts (with evidence), entity pairs it never links (gaps), and the share contradicted."
     from local_knowledge_trainer.claims import detect_contradictions
-    return detect_contradictions(text, self.graph_builder, extractor=extractor, threshold=threshold)
+    return detect_contradictions(text, self.kb, extractor=extractor, threshold=threshold, graph=self.graph_builder)
+
+@patch
+def check_claims(self:GraphUpkeep, text:str, # the text to check, e.g. an LLM answer
+                 k:int=8, # evidence chunks searched per claim
+                )->list:
+    "Each claim (sentence) of `text`: supported, contradicted or unsupported, with the deciding quote and what differs."
+    from local_knowledge_trainer.claims import check_claims
+    return check_claims(text, self.kb, k=k, graph=self.graph_builder)
 
 
 # %% ../nbs/20j_graph_upkeep.ipynb #567732b4
