@@ -16,7 +16,7 @@ from .cli_client import DEFAULT_PORT
 from .cli_render import results_to
 from .cli_commands import (
     EXIT_OK, EXIT_NO_BASE, GRAPH_STATUSES, fail, cmd_parse, cmd_ingest, cmd_remove, cmd_search, cmd_answer, cmd_stats,
-    cmd_feedback, cmd_where, cmd_doctor, cmd_serve, cmd_evaluate, cmd_graph, cmd_demo)
+    cmd_feedback, cmd_where, cmd_doctor, cmd_serve, cmd_evaluate, cmd_graph, cmd_demo, cmd_check)
 
 # %% ../nbs/24e_cli.ipynb #aeafecc8
 MODE_ALIASES = {"vector": "dense", "bm25": "sparse"} # other tools' names of LKT's modes (seed 001: --mode vector)
@@ -304,6 +304,17 @@ def _add_remove(sub):
                     help="a stored source, as `lkt stats --json` lists it, relative to here, or absolute")
     _common(sp); _wait(sp)
 
+# %% ../nbs/24e_cli.ipynb #6f817b99
+def _add_check(sub):
+    "`lkt check TEXT…` or `lkt check --file PATH`."
+    sp = _add(sub, "check", cmd_check, "check a text's claims against the base: supported, contradicted or "
+              "unsupported, with the deciding quote", "Exit codes: 0 no claim contradicted, 1 error, 2 usage, 7 no "
+              "base, 10 a claim is contradicted. Example: lkt check 'The pilot installed 12 panels.'")
+    sp.add_argument("text", nargs="*", help="the text to check (each sentence is a claim)")
+    sp.add_argument("--file", default=None, metavar="PATH", help="read the text from a file ('-': stdin)")
+    sp.add_argument("--k", type=_positive_int, default=8, help="evidence chunks searched per claim (default 8)")
+    _common(sp)
+
 # %% ../nbs/24e_cli.ipynb #ef34ff17
 _ASK_EPILOG = ("A question that starts with '-' goes last, after `--`: lkt {name} --persist DIR -- \"-x is an "
                "option?\"  "
@@ -411,10 +422,10 @@ EXIT_EPILOG = ("exit codes: 0 ok, 1 error, 2 usage, 3 doctor found problems, 4 s
                "evidence, no file to ingest, a source not stored, an unknown entity), 6 significant regression against "
                "the baseline, 7 no knowledge base where the base location points, 8 the LLM call failed (the cited "
                "context was printed), 9 the evaluation baseline is stale (measured on something else: no verdict, the "
-               "reasons are printed). A reader that stops reading (lkt stats | head -2) ends the command quietly with "
-               "0. The base location: --persist, else $LKT_PERSIST, else `persist` in the nearest lkt.toml, else .lkt "
-               "here (`lkt where`). A question that starts with '-' goes after `--`: "
-               "lkt search --persist DIR -- \"-x …\"")
+               "reasons are printed), 10 the base contradicts a checked claim (lkt check). A reader that stops "
+               "reading (lkt stats | head -2) ends the command quietly with 0. The base location: --persist, else "
+               "$LKT_PERSIST, else `persist` in the nearest lkt.toml, else .lkt here (`lkt where`). A question that "
+               "starts with '-' goes after `--`: lkt search --persist DIR -- \"-x …\"")
 
 def build_parser()->argparse.ArgumentParser:
     "The argparse parser of `lkt`."
@@ -428,7 +439,7 @@ def build_parser()->argparse.ArgumentParser:
     _add_ask(sub, "search", cmd_search, "rank evidence for a question")
     _add_ask(sub, "answer", cmd_answer, "answer with citations")
     _add_stats(sub); _add_feedback(sub); _add_where(sub); _add_doctor(sub)
-    add_evaluate_command(sub); add_graph_command(sub); _add_serve(sub); _add_demo(sub)
+    add_evaluate_command(sub); add_graph_command(sub); _add_check(sub); _add_serve(sub); _add_demo(sub)
     return p
 
 # %% ../nbs/24e_cli.ipynb #fc036b50

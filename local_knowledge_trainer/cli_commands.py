@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL', 'EXIT_EMPTY', 'EXIT_NO_BASE', 'EXIT_LLM',
-           'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'EXIT_UNKNOWN_RELATION', 'WARM_HINT_S', 'GRAPH_STATUSES',
-           'REVIEW_FLAGS', 'DEMO_QUESTIONS', 'fail', 'cmd_parse', 'cmd_ingest', 'cmd_remove', 'cmd_search',
-           'cmd_answer', 'cmd_stats', 'cmd_feedback', 'cmd_where', 'cmd_doctor', 'cmd_serve', 'cmd_evaluate',
-           'cmd_graph', 'cmd_demo']
+           'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'EXIT_UNKNOWN_RELATION', 'EXIT_CONTRADICTED', 'WARM_HINT_S',
+           'GRAPH_STATUSES', 'REVIEW_FLAGS', 'DEMO_QUESTIONS', 'fail', 'cmd_parse', 'cmd_ingest', 'cmd_remove',
+           'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_feedback', 'cmd_where', 'cmd_doctor', 'cmd_serve',
+           'cmd_evaluate', 'cmd_graph', 'cmd_check', 'cmd_demo']
 
 # %% ../nbs/24d_cli_commands.ipynb #f21962a4
 import contextlib, difflib, json, os, shlex, shutil, sys, tempfile, time
@@ -19,13 +19,14 @@ from .cli_config import resolve_base, has_base, no_base_message, require_base, N
 from .cli_client import server_json, live_server
 from .cli_render import (
     redacted, emit, print_result, warn, say_error, hide_secret, StreamPrinter, answer_text, stats_text,
-    calibration_text, doctor_text, ingest_text, entity_text, comparisons_json, evaluation_text)
+    calibration_text, doctor_text, ingest_text, entity_text, comparisons_json, evaluation_text, claims_text)
 
 # %% ../nbs/24d_cli_commands.ipynb #96d15cc7
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 EXIT_NO_BASE, EXIT_LLM = 7, 8 # no base where the location points; the LLM call failed (context printed instead)
 EXIT_UNKNOWN_ENTITY = EXIT_NOT_STORED = EXIT_EMPTY # `graph` does not know the entity; `remove` names one not stored
 EXIT_UNKNOWN_RELATION = EXIT_EMPTY # `graph review ENTITY --accept ID`: the entity has no relation ID
+EXIT_CONTRADICTED = 10 # `check`: the base contradicts a claim of the text
 # 6 and 9 are `evaluate`'s: runs.EXIT_REGRESSION and runs.EXIT_STALE_BASELINE (runs loads pandas: imported when it runs)
 
 def fail(args, # the parsed command line
@@ -573,6 +574,30 @@ def cmd_graph(args)->int:
         print_result({"entity": node, "relations": rows}, args.json, text)
         return EXIT_OK
     finally: store.close()
+
+# %% ../nbs/24d_cli_commands.ipynb #aaed2f78
+def _claims_input(args)->str:
+    "The text `lkt check` reads: its arguments, or --file PATH ('-': stdin)."
+    if args.file and args.text: raise LKTError("give the text or --file, not both")
+    if args.file == "-": return sys.stdin.read()
+    if args.file:
+        try: return Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise LKTError(f"{args.file}: cannot read the text to check ({e})") from None
+    if not args.text: raise LKTError('nothing to check: give a text (lkt check "…") or --file PATH')
+    return " ".join(args.text)
+
+def cmd_check(args)->int:
+    "`lkt check TEXT`: each claim supported, contradicted or unsupported by the base; 10 when one is contradicted."
+    try: text = _claims_input(args)
+    except LKTError as e: return fail(args, str(e), EXIT_USAGE)
+    _require_base(args)
+    kt = _trainer(args)
+    try: res = kt.check_claims(text, k=args.k)
+    finally: kt.close()
+    counts = {v: sum(r["verdict"] == v for r in res) for v in ("supported", "contradicted", "unsupported")}
+    print_result({"claims": res, **counts}, args.json, claims_text(res))
+    return EXIT_CONTRADICTED if counts["contradicted"] else EXIT_OK
 
 # %% ../nbs/24d_cli_commands.ipynb #8be0d9e8
 DEMO_QUESTIONS = ["How many photovoltaic panels were installed and what is the payback period?",

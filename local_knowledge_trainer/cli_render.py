@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['SCORE_LEGEND', 'QUOTE_WIDTH', 'QUOTE_INDENT', 'EVAL_METRICS', 'hide_secret', 'redacted', 'emit', 'dumps',
            'print_result', 'warn', 'say_error', 'results_to', 'StreamPrinter', 'trace_text', 'answer_text',
-           'stats_text', 'calibration_text', 'doctor_text', 'ingest_text', 'entity_text', 'comparisons_json',
-           'comparisons_text', 'fusion_text', 'evaluation_text']
+           'stats_text', 'calibration_text', 'doctor_text', 'ingest_text', 'entity_text', 'claims_text',
+           'comparisons_json', 'comparisons_text', 'fusion_text', 'evaluation_text']
 
 # %% ../nbs/24c_cli_render.ipynb #d3403e3d
 import contextlib, json, re, shutil, sys, time, unicodedata
@@ -269,6 +269,18 @@ def entity_text(nid:str, # the entity's id
             lines.append(f"      [{loc}] {quote}{stale}")
     if not rows: lines.append("  (no relations" + ("" if status == "all" else f" with status {status}") + ")")
     return "\n".join(lines)
+
+# %% ../nbs/24c_cli_render.ipynb #d0b1a161
+def claims_text(results:list, # `KnowledgeTrainer.check_claims`' results
+               )->str:
+    "`lkt check` as text: each claim's verdict, what differs, and the deciding quote with its location."
+    out, n = [], {v: sum(r["verdict"] == v for r in results) for v in ("supported", "contradicted", "unsupported")}
+    for r in results:
+        out.append(f"[{r['verdict']}] {r['claim']}")
+        if r["differs"]: out.append("    differs: " + "; ".join(r["differs"]))
+        if r["evidence"]: out.append(f"    [{r['evidence']['location']}] \"{r['evidence']['quote']}\"")
+    return "\n".join(out + [f"{len(results)} claims: {n['supported']} supported, {n['contradicted']} contradicted, "
+                             f"{n['unsupported']} unsupported"])
 
 # %% ../nbs/24c_cli_render.ipynb #32b4b554
 EVAL_METRICS = ("ndcg", "recall", "mrr", "map", "precision", "context_precision", "hit_rate", "forbidden") # at each k
