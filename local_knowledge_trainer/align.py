@@ -12,7 +12,6 @@ import re, unicodedata
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
-from importlib import import_module
 from typing import Optional
 
 from fastcore.basics import patch
@@ -57,8 +56,10 @@ def parse_number(s:str, # a written number: 48, 19.2, 21,500, 21.500, 61%
 def stop_words(lang:str, # en | pt | zh
               )->frozenset:
     "spaCy's stop words of `lang`, negations excepted (they change what a sentence states)."
-    try: sw = import_module(f"spacy.lang.{lang}.stop_words").STOP_WORDS
-    except ImportError: sw = set()
+    if lang == "en": from spacy.lang.en.stop_words import STOP_WORDS as sw
+    elif lang == "pt": from spacy.lang.pt.stop_words import STOP_WORDS as sw
+    elif lang == "zh": from spacy.lang.zh.stop_words import STOP_WORDS as sw
+    else: sw = set()
     return frozenset(w.casefold() for w in sw) - NEGATIONS.get(lang, set())
 
 # %% ../nbs/13a_align.ipynb #2bdc8ba9
