@@ -49,6 +49,15 @@ def _base64_cores(v:str)->set:
             if len(s) >= 6: out.add(s)
     return out
 
+def _pieces(v:str)->set:
+    "The random-looking pieces of a secret between separators (`/`, `+`, `-`, …): a tokenizer or an entity extractor "
+    "may print one alone. A piece counts from 6 characters with a digit and a letter, or two capitals inside it."
+    out = set()
+    for p in re.split(r"[^0-9A-Za-z]+", v):
+        mixed = any(c.isdigit() for c in p) and any(c.isalpha() for c in p)
+        if len(p) >= 6 and p != v and (mixed or sum(c.isupper() for c in p[1:]) >= 2): out.add(p)
+    return out
+
 def spellings(secrets:list, # secret values
              )->list:
     "Each secret as written, JSON- (UTF-8/ASCII) and repr-escaped, base64; longest first (`redact` adds URL-encoded)."
@@ -157,12 +166,15 @@ def redact(text:str, # text about to be printed
            secrets:list=None, # values to hide (default: `secret_values()`)
           )->str:
     "Replace secret values (in any spelling, URL-encoded too) and what detect-secrets' plugins find by ***REDACTED***."
-    sp = spellings(secret_values() if secrets is None else secrets)
+    secrets = secret_values() if secrets is None else secrets
+    sp = spellings(secrets)
     for v in sp: text = text.replace(v, _REDACTED)
     # URL-encoded spellings: the regex runs on the words holding a % or a + only
     if sp and ("%" in text or "+" in text):
         rx = _url_regex(tuple(sp))
         text = "".join(rx.sub(_REDACTED, w) if "%" in w or "+" in w else w for w in re.split(r"(\s+)", text))
+    for p in sorted({p for v in secrets if v for p in _pieces(v)}, key=lambda s: (-len(s), s)):
+        text = text.replace(p, _REDACTED)   # a piece printed alone (an entity name, a token)
     text = _replace(text, _spans(text))
     if (b64 := _detectors()[1]):   # what is left: random-looking words (a key's base64 lines, unknown tokens)
         words, entropy, limit = b64

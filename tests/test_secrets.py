@@ -97,9 +97,11 @@ COMMANDS = [
     ("parse --json", ["parse", "docs", "--json"], False),
     ("where", ["where", "--persist", "kb"], False),
     ("where --json", ["where", "--persist", "kb", "--json"], False),
+    ("check", ["check", "The deploy key of Acme lives in Vault.", "--persist", "kb"], True),   # quotes the evidence
 ]
 # commands whose output shows the planted text: a test that printed nothing would pass for the wrong reason
-SHOWS_TEXT = {"search --json --trace", "search --mode text --json", "answer", "answer --json --trace", "graph", "graph --json"}
+SHOWS_TEXT = {"search --json --trace", "search --mode text --json", "answer", "answer --json --trace", "graph", "graph --json",
+              "check"}
 
 
 class Runs:
