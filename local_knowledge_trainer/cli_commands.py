@@ -179,8 +179,7 @@ def cmd_remove(args)->int:
     kt = _trainer(args)
     try:
         removed, missing = [], []
-        for s in args.source:
-            n = kt.remove(s)
+        for s, n in kt.remove_sources(args.source).items():   # one write, one publish
             if n: removed.append({"source": s, "chunks": n}); continue
             names = kt.sources()
             close = (difflib.get_close_matches(s, names, n=3, cutoff=0.5)

@@ -480,18 +480,27 @@ def ingest_texts(self:KnowledgeTrainer,
         finally: self._text_names = self._text_meta = None
 
 @patch
-def remove(self:KnowledgeTrainer, source:str, # a stored source, in any spelling of its path
-          )->int:
-    "Remove a document and its chunks everywhere (store, vectors, BM25, graph); returns the number of chunks removed."
-    with self._writing(f"remove {source}"):
-        s = stored_name(source, self.store.sources(), self.root, self.persist_dir is not None)
-        ids = self.store.remove_source(s) if s is not None else []
-        if ids:
-            self.kb.remove(ids, store=False)
+def remove_sources(self:KnowledgeTrainer, sources:list, # stored sources, each in any spelling of its path
+                  )->dict:
+    "Remove documents and their chunks everywhere (store, vectors, BM25, graph) in one publish: {source: chunks}."
+    out = {}
+    with self._writing("remove " + " ".join(map(str, sources))):
+        for source in sources:
+            s = stored_name(source, self.store.sources(), self.root, self.persist_dir is not None)
+            ids = self.store.remove_source(s) if s is not None else []
+            if ids: self.kb.remove(ids, store=False)
+            out[source] = out.get(source, 0) + len(ids)
+        if any(out.values()):
             if self._graph_builder is not None or self.store.count("entities"): self._sync_graph()
             self._maybe_tune()
             self._dirty = True
-    return len(ids)
+    return out
+
+@patch
+def remove(self:KnowledgeTrainer, source:str, # a stored source, in any spelling of its path
+          )->int:
+    "Remove a document and its chunks everywhere (store, vectors, BM25, graph); returns the number of chunks removed."
+    return self.remove_sources([source])[source]
 
 @patch
 def sources(self:KnowledgeTrainer)->list:
