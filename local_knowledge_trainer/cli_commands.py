@@ -642,9 +642,10 @@ def cmd_demo(args)->int:
         g = kt.build_graph()
         print(f"\n== 4. knowledge graph: {g['entities']} entities, {g['relations']} relations "
               f"({g['auto_accepted']} auto-accepted)")
-        claim = "Wilson's economic order quantity was created by Cohen in 1998."
-        dc = kt.detect_contradictions(claim)
-        print(f"   detect_contradictions({claim!r}): flagged={dc['flagged']} score={dc['contradiction_score']:.2f}")
+        for c in kt.check_claims("The rooftop solar pilot installed 12 photovoltaic panels. "
+                                 "Wilson's economic order quantity was created by Cohen in 1998."):
+            why = f" ({'; '.join(c['differs'])}: \"{c['evidence']['quote']}\")" if c["differs"] else ""
+            print(f"   check_claims: {c['verdict']}: {c['claim']}{why}")
         d = kt.doctor()
         print(f"\n== 5. doctor: {d['status']}")
         return EXIT_OK if d["status"] == "ok" and not r.errors else EXIT_ERROR
