@@ -17,8 +17,7 @@ from typing import Optional
 from fastcore.basics import patch
 
 from .text import has_cjk, identify_language
-from .entities import (CombinedExtractor, EntityExtractor, RuleExtractor, make_extractor,
-                                              normalize_entity)
+from .entities import EntityExtractor, make_extractor, normalize_entity
 
 # %% ../nbs/13a_align.ipynb #c4762178
 NEGATIONS = {"en": {"not", "no", "never", "n't", "n’t", "nor", "without", "none", "neither", "cannot"},
@@ -85,8 +84,7 @@ def _latin_token(m, lang:str)->Token:
 def name_extractor(lang:str, # en | pt | any spaCy language code
                   )->EntityExtractor:
     "Named entities for alignment: trained NER where installed, plus capitalised names (rules) on top."
-    ex = make_extractor(lang, prefer="spacy", terms=False)
-    return ex if isinstance(ex, RuleExtractor) else CombinedExtractor([ex, RuleExtractor(lang, terms=False)])
+    return make_extractor(lang, prefer="spacy", terms=False, names=True)
 
 def merge_entities(toks:list, # `Token`s of a sentence, in order
                    mentions:list, # entity `Mention`s of the same sentence

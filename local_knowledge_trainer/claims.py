@@ -288,7 +288,7 @@ def evidence_chunks(claim:str, # one claim
         have = {c.id for c in found}
         more = [i for i, _ in fn(claim, k) if i not in have]
         if more and hasattr(store, "get_chunks"): found += store.get_chunks(more)
-        elif more: found += [c for c in graph.chunks() if c.id in set(more)]
+        elif more: want = set(more); found += [c for c in graph.chunks() if c.id in want]
     return found
 
 # %% ../nbs/15_claims.ipynb #056fb182

@@ -485,8 +485,9 @@ def remove_sources(self:KnowledgeTrainer, sources:list, # stored sources, each i
     "Remove documents and their chunks everywhere (store, vectors, BM25, graph) in one publish: {source: chunks}."
     out = {}
     with self._writing("remove " + " ".join(map(str, sources))):
+        stored = self.store.sources()
         for source in sources:
-            s = stored_name(source, self.store.sources(), self.root, self.persist_dir is not None)
+            s = stored_name(source, stored, self.root, self.persist_dir is not None)
             ids = self.store.remove_source(s) if s is not None else []
             if ids: self.kb.remove(ids, store=False)
             out[source] = out.get(source, 0) + len(ids)
