@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['finding', 'model_check', 'backend_checks', 'store_check', 'recorded_model_check', 'published_files_check',
-           'artefact_checks', 'vectors_check', 'base_files_check', 'folder_checks', 'unremovable', 'repair_store']
+           'artefact_checks', 'vectors_check', 'segments_check', 'base_files_check', 'folder_checks', 'unremovable',
+           'repair_store']
 
 # %% ../nbs/20e_doctor.ipynb #78626805
 import json, os
@@ -14,8 +15,8 @@ from .layout import MANIFEST, PUBLISHED
 from .core import LKTError, file_kind
 from .persist import LOCK_FILE, lock_holder, read_checked
 from .embeddings import trusted_model
-from .vector_store import ManifestFile, StoreFile
-from .folder import ARTEFACTS, leftovers, verify_files
+from .vector_store import ManifestFile, StoreFile, graph_of
+from .folder import ARTEFACTS, leftovers, tail_limit, verify_files
 from .manifest import BaseManifest, recorded_in
 
 # %% ../nbs/20e_doctor.ipynb #c256f8aa
@@ -96,8 +97,8 @@ def artefact_checks(kb, # the `KnowledgeBase`
                     errors:dict, # name -> why a saved artefact cannot be used
                     P:str="", # " --persist FOLDER"
                    )->list:
-    "A line for every artefact the base publishes besides the vectors: unusable, or what it holds."
-    out = []
+    "A line for every artefact the base publishes besides the vectors (unusable, or what it holds), and the segments."
+    out = [segments_check(kb)]
     for name, a in ARTEFACTS.items():
         if name in errors:
             out.append(finding(f"saved {a.what}", False, f"{errors[name]}; {a.fallback}",
@@ -115,6 +116,21 @@ def vectors_check(S:set, # the chunk ids in the store
                    f"vector, {len(V - S)} vectors without a chunk",
                    f"`lkt doctor --repair{P}` embeds the missing chunks (from the embedding cache) and drops the extra "
                    "vectors; the next `lkt ingest` does it too")
+
+# %% ../nbs/20e_doctor.ipynb #5f58d267
+def segments_check(kb, # the `KnowledgeBase`
+                  )->dict:
+    "What the vectors' graph and BM25's main segment hold, their deltas against the size that merges them, tombstones."
+    g, lex, parts = graph_of(kb.vectors), kb.lexical, []
+    if g is not None:
+        cap = tail_limit(g.n_graph)
+        parts.append(f"vectors: a graph of {g.n_graph:,} rows, a tail of {g.n_tail:,} (merged past {cap:,}), "
+                     f"{g.n_tombstones:,} tombstones")
+    if lex is not None and lex.main_rows:
+        cap = tail_limit(lex.main_rows)
+        parts.append(f"BM25: a main segment of {lex.main_rows:,} rows, a tail of {len(lex.tail_ids()):,} (merged past "
+                     f"{cap:,.0f})")
+    return finding("segments", True, "; ".join(parts) or "exact vectors, saved whole with every publish")
 
 # %% ../nbs/20e_doctor.ipynb #6d0f78dd
 def _json_files(pd:Path)->list:

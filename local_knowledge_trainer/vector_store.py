@@ -6,7 +6,7 @@
 __all__ = ['DEFAULT_EF_SEARCH', 'DEFAULT_EF_CONSTRUCTION', 'CALIBRATE_TARGET', 'EF_STEPS', 'CALIBRATE_MIN_GAIN', 'EXACT_MAX',
            'BACKEND_ALIASES', 'VECTORS', 'VectorStore', 'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'AutoStore',
            'backend_kind', 'make_vector_store', 'NumpyParams', 'FaissParams', 'ChromaParams', 'AutoParams', 'StoreFile',
-           'ManifestFile', 'IdsFile', 'save_store', 'load_store', 'hnsw_recall']
+           'ManifestFile', 'IdsFile', 'graph_of', 'save_store', 'load_store', 'hnsw_recall']
 
 # %% ../nbs/05_vector_store.ipynb #aa4c4d9b
 import hashlib, json, mmap, os, re, shutil, struct, threading, time, uuid, warnings
@@ -24,7 +24,7 @@ from .persist import Strict, check_data, read_checked
 from .folder import FIX as _FIX, FORMAT_VERSION, VERIFY_FULL_MAX, Artefact
 from .layout import MANIFEST
 from .folder import GenerationManifest, IndexCorruptedError, IndexMismatchError
-from .folder import load_generation, publish_generation, register
+from .folder import load_generation, publish_generation, register, tail_limit
 
 # %% ../nbs/05_vector_store.ipynb #9ba3ac79
 def _normalise(v:np.ndarray)->np.ndarray:
@@ -194,7 +194,7 @@ DEFAULT_EF_SEARCH = 128
 DEFAULT_EF_CONSTRUCTION = 64
 
 class FaissHNSWStore(_RowIds, VectorStore):
-    "FAISS HNSW (inner product on unit vectors) with string ids, tombstone deletion and periodic rebuild."
+    "FAISS HNSW (inner product on unit vectors) with string ids, an exact tail of new rows, tombstones and rebuilds."
     kind = "faiss"
     def __init__(self, dim:int, # vector dimension
                  M:int=32, # graph degree
@@ -206,8 +206,7 @@ class FaissHNSWStore(_RowIds, VectorStore):
         import faiss
         super().__init__(dim)
         self.M, self.ef_construction, self.ef_search = int(M), int(ef_construction), int(ef_search)
-        self.rebuild_ratio = rebuild_ratio
-        self.calibration = calibration
+        self.rebuild_ratio, self.calibration = rebuild_ratio, calibration
         self._faiss = faiss
         self._reset()
 
@@ -217,20 +216,41 @@ class FaissHNSWStore(_RowIds, VectorStore):
         self.index.hnsw.efSearch = self.ef_search
         # row -> id|None, id -> row, tombstoned rows, their search filter
         self._rows, self._pos, self._dead, self._sel = [], {}, set(), None
+        # the tail: vectors of the rows after the graph's (exact search); the published graph's SHA-256 (None: unpublished)
+        self._tail, self.base_sha = np.zeros((0, self.dim), np.float32), None
+        # the graph's rows as published (ids.json; shared by a store that reuses the graph), whether the graph is shared
+        self._base_rows, self._shared = None, False
 
     def params(self): return {"M": self.M, "ef_construction": self.ef_construction, "ef_search": self.ef_search,
                               "rebuild_ratio": self.rebuild_ratio,
                               **({"calibration": self.calibration} if self.calibration else {})}
+
+    @property
+    def n_graph(self)->int: "Rows in the HNSW graph; the rows after them are the tail."; return self.index.ntotal
+    @property
+    def n_tail(self)->int: "Rows in the exact tail (tombstones included)."; return len(self._rows) - self.index.ntotal
 
     def add(self, ids, vectors):
         ids, v = self._check_add(ids, vectors)
         with self._lock:
             self._tombstone([i for i in ids if i in self._pos])
             start = len(self._rows)
-            self.index.add(v)
+            if self.base_sha is None: self.index.add(v)   # nothing published to keep: straight into the graph
+            else: self._tail = np.concatenate([self._tail, v])
             self._rows += ids
             self._pos.update((i, start + n) for n, i in enumerate(ids))
+            if self.n_tail > tail_limit(self.n_graph): self.merge()   # rows added to a published graph: exact until then
             self._maybe_rebuild()
+
+    def merge(self):
+        "Add the tail's vectors to the graph (the next publish writes the whole graph)."
+        with self._lock:
+            if self.n_tail and self._shared:   # another store reads this graph: grow a copy of it
+                self.index, self._shared = self._faiss.clone_index(self.index), False
+            if self.n_tail: self.index.add(np.ascontiguousarray(self._tail))
+            self._tail, self.base_sha = np.zeros((0, self.dim), np.float32), None
+        # the graph's rows as published (ids.json; shared by a store that reuses the graph), whether the graph is shared
+        self._base_rows, self._shared = None, False
 
     def _tombstone(self, ids):
         if ids: self._sel = None
@@ -249,30 +269,48 @@ class FaissHNSWStore(_RowIds, VectorStore):
     def _maybe_rebuild(self):
         if self._dead and len(self._dead) > self.rebuild_ratio * len(self._rows): self.rebuild()
 
+    def _vectors_of_rows(self, rows:np.ndarray)->np.ndarray:
+        "Stored vectors of rows (graph rows reconstructed from its flat storage, tail rows from the tail)."
+        rows, H = np.asarray(rows, dtype="int64"), self.n_graph
+        out, g = np.empty((len(rows), self.dim), np.float32), rows < H
+        if g.any(): out[g] = self.index.reconstruct_batch(rows[g])
+        if (~g).any(): out[~g] = self._tail[rows[~g] - H]
+        return out
+
     def rebuild(self):
-        "Rebuild the graph from the live vectors (drops tombstones)."
+        "Rebuild the graph from the live vectors (drops tombstones, empties the tail)."
         with self._lock:
             live = [r for r, i in enumerate(self._rows) if i is not None]
-            ids = [self._rows[r] for r in live]
-            V = (self.index.reconstruct_batch(np.array(live, dtype="int64")) if live
-                 else np.zeros((0, self.dim), np.float32))
+            ids, V = [self._rows[r] for r in live], self._vectors_of_rows(live)
             self._reset()
             if ids:
                 self.index.add(np.ascontiguousarray(V)); self._rows = ids; self._pos = {i: n for n, i in enumerate(ids)}
 
-    def _search(self, q, k):
-        with self._lock:
-            ef = max(self.ef_search, k)
-            if self._dead:
-                if getattr(self, "_sel", None) is None:   # built once per set of tombstones, not per query
-                    batch = self._faiss.IDSelectorBatch(np.fromiter(self._dead, dtype="int64"))
-                    # the batch must live as long as the Not that points to it
-                    self._sel = (batch, self._faiss.IDSelectorNot(batch))
-                params = self._faiss.SearchParametersHNSW(sel=self._sel[1], efSearch=ef)
-            else: params = self._faiss.SearchParametersHNSW(efSearch=ef)
-            D, I = self.index.search(q, k, params=params)
+    def _graph_search(self, q, k):
+        ef = max(self.ef_search, k)
+        if self._dead:
+            if getattr(self, "_sel", None) is None:   # built once per set of tombstones, not per query
+                batch = self._faiss.IDSelectorBatch(np.fromiter(self._dead, dtype="int64"))
+                # the batch must live as long as the Not that points to it
+                self._sel = (batch, self._faiss.IDSelectorNot(batch))
+            params = self._faiss.SearchParametersHNSW(sel=self._sel[1], efSearch=ef)
+        else: params = self._faiss.SearchParametersHNSW(efSearch=ef)
+        D, I = self.index.search(q, k, params=params)
         return [[(self._rows[j], float(s)) for s, j in zip(d, i) if j >= 0 and self._rows[j] is not None]
                 for d, i in zip(D, I)]
+
+    def _tail_search(self, q, k):
+        H, S = self.n_graph, q @ self._tail.T
+        dead = [r - H for r in self._dead if r >= H]
+        if dead: S[:, dead] = -np.inf
+        return [[(self._rows[H + j], float(s[j])) for j in top if np.isfinite(s[j])] for s, top in zip(S, _topk(S, k))]
+
+    def _search(self, q, k):
+        with self._lock:
+            res = self._graph_search(q, k) if self.n_graph else [[] for _ in q]
+            if not self.n_tail: return res
+            tail = self._tail_search(q, k)
+        return [sorted(a + b, key=lambda p: -p[1])[:k] for a, b in zip(res, tail)]
 
     def ids(self): return [i for i in self._rows if i is not None]
 
@@ -280,29 +318,45 @@ class FaissHNSWStore(_RowIds, VectorStore):
         with self._lock:
             rows = self._rows_of(ids)
             if not ids: return np.zeros((0, self.dim), np.float32)
-            return self.index.reconstruct_batch(np.array(rows, dtype="int64"))
+            return self._vectors_of_rows(rows)
 
     def _save_files(self, d):
+        self.merge()   # a whole save: the graph holds every row
         self._faiss.write_index(self.index, str(d / "index.faiss"))
         (d / "ids.json").write_text(json.dumps(self._rows))
 
+    def _save_tail(self, d):
+        "The delta of a published graph: the tail's ids and vectors, and the graph's rows tombstoned since."
+        H = self.n_graph
+        (d / "tail_ids.json").write_text(json.dumps(self._rows[H:]))
+        with open(d / "tail_vectors.npy", "wb") as f: np.save(f, self._tail, allow_pickle=False)
+        with open(d / "tail_dead.npy", "wb") as f:
+            np.save(f, np.array(sorted(r for r in self._dead if r < H), dtype="<i8"), allow_pickle=False)
+
     @classmethod
     def _load_files(cls, d, dim, params):
+        params = dict(params); g = params.pop("graph", None)   # a store holding this folder's graph already
         s = cls(dim, **params)
-        rows = _read_ids(d, tombstones=True)
-        f = d / "index.faiss"
-        _check_hnsw_file(f, len(rows), dim)     # structure first: faiss trusts the lengths and ids inside the file
-        try: index = s._faiss.read_index(str(f))
-        except Exception as e:                   # RuntimeError, MemoryError, anything the C++ reader throws
-            raise IndexCorruptedError(f"{f}: unreadable FAISS index ({type(e).__name__}: {str(e)[:200]}); "
-                                      f"{_FIX}.") from e
-        if not isinstance(index, s._faiss.IndexHNSWFlat) or index.ntotal != len(rows) or index.d != dim:
-            raise IndexCorruptedError(f"{d}: index.faiss holds {index.ntotal}×{index.d} vectors but ids.json lists "
-                                      f"{len(rows)} rows of dim {dim}")
-        s.index = index
-        s.index.hnsw.efSearch = s.ef_search
-        s._rows = rows; s._pos = {i: r for r, i in enumerate(rows) if i is not None}
-        s._dead, s._sel = {r for r, i in enumerate(rows) if i is None}, None
+        if g is not None and g._base_rows is not None:   # shared, not read again: the caller matched its SHA-256
+            s.index, s._base_rows, s._shared, g._shared = g.index, g._base_rows, True, True
+        else:
+            rows = _read_ids(d, tombstones=True)
+            f = d / "index.faiss"
+            _check_hnsw_file(f, len(rows), dim)     # structure first: faiss trusts the lengths and ids inside the file
+            try: index = s._faiss.read_index(str(f))
+            except Exception as e:                   # RuntimeError, MemoryError, anything the C++ reader throws
+                raise IndexCorruptedError(f"{f}: unreadable FAISS index ({type(e).__name__}: {str(e)[:200]}); "
+                                          f"{_FIX}.") from e
+            if not isinstance(index, s._faiss.IndexHNSWFlat) or index.ntotal != len(rows) or index.d != dim:
+                raise IndexCorruptedError(f"{d}: index.faiss holds {index.ntotal}×{index.d} vectors but ids.json lists "
+                                          f"{len(rows)} rows of dim {dim}")
+            s.index, s._base_rows = index, rows
+            s.index.hnsw.efSearch = s.ef_search
+        s._rows = list(s._base_rows); s._dead = {r for r, i in enumerate(s._rows) if i is None}
+        if (d / "tail_ids.json").exists(): _read_tail(s, d, dim)
+        s._pos = {i: r for r, i in enumerate(s._rows) if i is not None}
+        if len(s._pos) + len(s._dead) != len(s._rows):
+            raise IndexCorruptedError(f"{d}: an id is live both in the graph and in its tail; {_FIX}.")
         return s
 
 # %% ../nbs/05_vector_store.ipynb #12854146
@@ -324,10 +378,10 @@ def calibrate(self:FaissHNSWStore, target:float=CALIBRATE_TARGET, # recall@k to 
         sample = "\n".join(self._rows[r] for r in live[:: max(1, len(live) // 1000)])
         seed = int(hashlib.sha256(sample.encode()).hexdigest()[:16], 16)
         pairs = np.random.default_rng(seed).choice(live, size=(n_queries, 2))
-        Q = _normalise(self.index.reconstruct_batch(pairs[:, 0]) + self.index.reconstruct_batch(pairs[:, 1]))
+        Q = _normalise(self._vectors_of_rows(pairs[:, 0]) + self._vectors_of_rows(pairs[:, 1]))
         best_s, best_r = np.full((n_queries, k), -np.inf, np.float32), np.zeros((n_queries, k), "int64")
         for s in range(0, len(live), block):   # exact top-k, one block of stored vectors at a time
-            rows = live[s:s + block]; S = Q @ self.index.reconstruct_batch(rows).T
+            rows = live[s:s + block]; S = Q @ self._vectors_of_rows(rows).T
             cs, cr = np.concatenate([best_s, S], 1), np.concatenate([best_r, np.broadcast_to(rows, S.shape)], 1)
             top = np.argpartition(-cs, k - 1, axis=1)[:, :k]
             best_s, best_r = np.take_along_axis(cs, top, 1), np.take_along_axis(cr, top, 1)
@@ -603,6 +657,21 @@ def _read_vectors(f:Path, n:int, dim:int)->np.ndarray:
     if not np.isfinite(out).all(): raise IndexCorruptedError(f"{f}: vectors.npy holds NaN or infinite values; {_FIX}.")
     return out
 
+def _read_tail(s, d:Path, dim:int):
+    "Append a published graph's delta (tail_ids.json, tail_vectors.npy, tail_dead.npy) to the loaded store `s`, checked."
+    f, H = d / "tail_ids.json", len(s._rows)
+    ids = read_checked(f, IdsFile, IndexCorruptedError, fix=_FIX, max_bytes=LIST_MAX, what="an id list")
+    if ids is None: raise IndexCorruptedError(f"{f}: missing; {_FIX}.")
+    X = _read_vectors(d / "tail_vectors.npy", len(ids.root), dim)
+    g = d / "tail_dead.npy"
+    try: dead = load_npy(g, NPY_HEADER_MAX + 8 * H, "a list of tombstoned rows", None, IndexCorruptedError, _FIX)
+    except FileNotFoundError: raise IndexCorruptedError(f"{g}: missing; {_FIX}.") from None
+    if dead.ndim != 1 or dead.dtype.kind != "i" or (len(dead) and (dead.min() < 0 or dead.max() >= H)):
+        raise IndexCorruptedError(f"{g}: not a list of rows of the graph (0 … {H - 1}); {_FIX}.")
+    for r in dead.tolist(): s._rows[r] = None; s._dead.add(r)
+    s._dead.update(H + j for j, i in enumerate(ids.root) if i is None)
+    s._rows, s._tail = s._rows + ids.root, X
+
 # %% ../nbs/05_vector_store.ipynb #85b0955c
 def _check_hnsw(buf, rows:int, dim:int, f)->None:
     "Walk a FAISS IndexHNSWFlat (inner product) file and check every length, id and level before FAISS reads it."
@@ -674,17 +743,44 @@ def _check_hnsw_file(f:Path, rows:int, dim:int):
     except OSError as e: raise IndexCorruptedError(f"{f}: cannot read it ({e}); {_FIX}.") from e
 
 # %% ../nbs/05_vector_store.ipynb #714bc112
-_VECTOR_FILES = {"store.json", "ids.json", "vectors.npy", "index.faiss"}   # what the backends' `save` writes
+_TAIL_FILES = ("tail_ids.json", "tail_vectors.npy", "tail_dead.npy")   # a published graph's delta
+_VECTOR_FILES = {"store.json", "ids.json", "vectors.npy", "index.faiss", *_TAIL_FILES}   # what the backends write
 
-def _save_vectors(store:VectorStore, d:Path)->dict:
-    "Write the store into the staging folder `d`; the manifest fields that describe it."
-    store.save(d); ids = store.ids()
+def _fields(store:VectorStore)->dict:
+    "The manifest fields that describe a store: backend, dimension, count, parameters, SHA-256 of its ids."
+    ids = store.ids()
     return {"backend": store.kind, "dim": store.dim, "count": len(ids), "params": store.params(),
             "ids_sha256": hashlib.sha256(json.dumps(ids).encode()).hexdigest()}
 
-def _load_vectors(d:Path, m:dict, **kw)->VectorStore:
-    "The store published in `d` (its files already hash-checked), its ids checked against the manifest."
-    kind = m["backend"]
+def _save_vectors(store:VectorStore, d:Path)->dict:
+    "Write the store into the staging folder `d`; the manifest fields that describe it."
+    store.save(d); return _fields(store)
+
+def graph_of(store:VectorStore)->Optional[FaissHNSWStore]:
+    "The HNSW store inside `store` (itself, or an AutoStore's active one); None for exact and Chroma stores."
+    inner = getattr(store, "inner", store)
+    return inner if isinstance(inner, FaissHNSWStore) else None
+
+def _published(store:VectorStore, m:dict):
+    "The graph this generation holds is the one the next publish keeps (its tail and tombstones: the delta)."
+    if (g := graph_of(store)) is None: return
+    g.base_sha = m["files"].get("index.faiss")
+    if "tail_ids.json" not in m["files"]: g._base_rows = list(g._rows)   # written whole: its rows as published
+
+def _delta_vectors(store:VectorStore, d:Path, prev)->Optional[dict]:
+    "Keep the published graph (index.faiss, ids.json), write only its tail and new tombstones; None: save it whole."
+    g = graph_of(store)
+    if g is None or g.base_sha is None or prev.manifest["files"].get("index.faiss") != g.base_sha: return None
+    if not prev.keep("index.faiss", "ids.json"): return None
+    with store._lock: g._save_tail(d)
+    (d / "store.json").write_text(json.dumps({"kind": store.kind, "dim": store.dim, "params": store.params()}))
+    return _fields(store)
+
+def _load_vectors(d:Path, m:dict, previous:VectorStore=None, **kw)->VectorStore:
+    "The store published in `d` (files hash-checked; a graph `previous` holds with the same SHA-256 is shared), ids checked."
+    kind, g = m["backend"], graph_of(previous) if previous is not None else None
+    if g is not None and kind in ("faiss", "auto") and g.base_sha is not None and g.base_sha == m["files"].get("index.faiss"):
+        kw = {**kw, "graph": g}
     try: s = _backend(kind).load(d, **kw)
     except ImportError as e:
         if kind != "chroma":
@@ -694,10 +790,12 @@ def _load_vectors(d:Path, m:dict, **kw)->VectorStore:
         s = NumpyStore.load(d)
     if len(s) != m["count"] or hashlib.sha256(json.dumps(s.ids()).encode()).hexdigest() != m["ids_sha256"]:
         raise IndexCorruptedError(f"{d}: the loaded ids do not match {MANIFEST}; repair with `lkt doctor --repair`.")
+    if (g := graph_of(s)) is not None: g.base_sha = m["files"].get("index.faiss")   # the next publish keeps it
     return s
 
 VECTORS = register(Artefact("vectors", collect=lambda kb: kb.vectors, save=_save_vectors, load=_load_vectors,
-                            owns=_VECTOR_FILES.__contains__, required=True))
+                            owns=_VECTOR_FILES.__contains__, required=True, delta=_delta_vectors, published=_published,
+                            reuses=True))
 
 def save_store(store:VectorStore, # the store to publish
                persist_dir:str, # knowledge-base directory; the store goes to persist_dir/vector_store/
@@ -727,11 +825,12 @@ def load_store(persist_dir:str, # knowledge-base directory holding vector_store/
                expected_dim:int=None, # refuse an index of another dimension
                verify=True, # True: each file's SHA-256 (sampled above VERIFY_FULL_MAX); "full": every byte; False: none
                readonly:bool=False, # True: never rename (a reader); False: the WriterLock holder may restore from trash
+               previous:dict=None, # {artefact name: what an earlier load gave}: unchanged segments are shared, not read
                **kw, # backend load options (e.g. ef_search)
               )->VectorStore:
     "The published store, after checking schemas, format, model, dimension and hashes; `.extra`: the other artefacts."
     g = load_generation(persist_dir, verify=verify, readonly=readonly, schema=ManifestFile,
-                        check=_expected(expected_model, expected_dim), options={"vectors": kw})
+                        check=_expected(expected_model, expected_dim), options={"vectors": kw}, previous=previous)
     s = g.parts.pop("vectors")
     s.manifest, s.extra, s.errors = g.manifest, g.parts, g.errors
     return s

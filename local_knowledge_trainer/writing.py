@@ -16,7 +16,7 @@ from .core import StageProgress, atomic_write_text
 from .store import read_connection
 from .persist import BaseBusyError, WriterLock, remove_hazards
 from .embeddings import EmbeddingCache
-from .vector_store import VECTORS, make_vector_store, save_store
+from .vector_store import VECTORS, graph_of, make_vector_store, save_store
 from .folder import ARTEFACTS, cleanup_leftovers
 from .manifest import base_manifest, manifest_state, recorded_language, utc_now
 from .ingest import INGEST_BATCH
@@ -108,8 +108,12 @@ def _reconcile_lexical(self:WriteProtocol, order:list):
 def _reconcile(self:WriteProtocol):
     "Make the vectors and BM25 exactly the store's chunks: embed the missing (from the cache), drop the extra ones."
     kb, st = self.kb, self.store
+    rebuild, lex = self._rebuild_pending, kb.lexical
+    ck = (getattr(lex, "key", None) or {}).get("change_key")
+    if not rebuild and ck is not None and ck == st.change_key() and len(lex) == len(kb.vectors) == len(self._published):
+        # the store is the one BM25 and the vectors were published against, unchanged since: nothing to read
+        self.reconciled = {"added": 0, "removed": 0}; return
     order = st.chunk_ids(); S = set(order)
-    rebuild = self._rebuild_pending
     if rebuild:
         kb.vectors, kb._retriever = make_vector_store(self.vector_backend, self.embedder.dim, **self.vector_kw), None
         kb._changed()
@@ -249,3 +253,16 @@ def _writing(self:WriteProtocol, command:str, # what the write does (shown to a 
             finally: self._write_depth = 0
     finally: self._thread_lock.release()
 
+
+# %% ../nbs/20i_writing.ipynb #aea30886
+@patch
+def merge_segments(self:WriteProtocol)->dict:
+    "Merge the vectors' tail and BM25's into their main segments now and publish the whole base: what was merged."
+    with self._writing("merge segments"):
+        g, lex = graph_of(self.vectors), self.kb.lexical
+        done = {"vector_tail_rows": g.n_tail if g is not None else 0, "vector_tombstones": g.n_tombstones if g is not None else 0,
+                "bm25_tail_rows": len(lex.tail_ids()) if lex is not None else 0}
+        if g is not None and (g.n_tail or g.base_sha is not None): g.merge(); g.base_sha = None
+        if lex is not None: lex.merge(); lex.main_sha = None
+        self._dirty = self.persist_dir is not None
+    return done

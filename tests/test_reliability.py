@@ -176,10 +176,11 @@ def _inject(point:str):
         for m in list(sys.modules.values()):
             if getattr(m, "__name__", "").startswith("local_knowledge_trainer") and getattr(m, "save_store", None) is orig:
                 m.save_store = save_store
-    elif point == "staging":  # the backend's files written into the staging folder, its manifest not yet
-        orig = vs.FaissHNSWStore._save_files
-        def _save_files(self, d): orig(self, d); _die()
-        vs.FaissHNSWStore._save_files = _save_files
+    elif point == "staging":  # the backend's files written into the staging folder (whole, or the delta), its manifest not yet
+        whole, delta = vs.FaissHNSWStore._save_files, vs.FaissHNSWStore._save_tail
+        def _save_files(self, d): whole(self, d); _die()
+        def _save_tail(self, d): delta(self, d); _die()
+        vs.FaissHNSWStore._save_files, vs.FaissHNSWStore._save_tail = _save_files, _save_tail
     elif point == "between_renames":  # vector_store/ moved to trash, staging not yet renamed into place
         orig = os.replace
         def replace(src, dst, *a, **k):
@@ -224,8 +225,8 @@ def _atomic_json(path, obj):
     "Write a child's report by rename, so a kill leaves the complete report or none (never an empty file)."
     tmp = Path(f"{path}.tmp{os.getpid()}"); tmp.write_text(json.dumps(obj)); os.replace(tmp, path)
 
-def job_ingest(persist:str, folders:list, out:str, inject:str=None, kw:dict=None, phases:bool=False):
-    "Child: ingest `folders` one after the other into `persist`; writes a summary of each IngestResult to `out`."
+def job_ingest(persist:str, folders:list, out:str, inject:str=None, kw:dict=None, phases:bool=False, merge:bool=False):
+    "Child: ingest `folders` one after the other into `persist` (then merge its segments); writes a summary to `out`."
     marks = {"start": time.monotonic()}
     if inject: _inject(inject)
     if phases: _mark_phases(marks, out)
@@ -235,6 +236,7 @@ def job_ingest(persist:str, folders:list, out:str, inject:str=None, kw:dict=None
         r = kt.ingest(f, **(kw or {}))
         res.append({"approved": len(r.approved_docs), "unchanged": len(r.unchanged), "chunks": r.chunks,
                     "errors": r.errors, "skipped": len(r.skipped)})
+    if merge: res.append({"merged": kt.merge_segments()})   # the graph and BM25 written whole: a merge's publish
     kt.close()
     marks["end"] = time.monotonic()
     _atomic_json(out, {"results": res, "marks": marks})
@@ -380,12 +382,12 @@ class Lab:
         self.full_ids, self._durations = None, []
 
     def run_child(self, folders:list, inject:str=None, kill_after:float=None, timeout:float=120, phases:bool=False,
-                  after:str=None) -> dict:
+                  after:str=None, merge:bool=False) -> dict:
         """Fork an ingest of `folders` into the base; SIGKILL it `kill_after` s after it starts, or after it reaches `after`
         ('sqlite': its first document write, 'committed': its SQLite commit; implies phases). {'code', 'elapsed_s', 'log', 'out'}."""
         out = self.jobs / f"out{self.zyg.n + 1:04d}.json"
         pid, log = self.zyg.start("ingest", persist=str(self.base), folders=[self.folders[f] for f in folders], out=str(out),
-                                  inject=inject, phases=phases or after is not None)
+                                  inject=inject, phases=phases or after is not None, merge=merge)
         t0 = time.perf_counter(); self.t0_monotonic = time.monotonic()
         if kill_after is not None:
             if after is not None:
@@ -415,6 +417,16 @@ class Lab:
         kt = trainer(self.base)
         self.full_ids = set(kt.store.chunk_ids())
         kt.close()
+        # the base holding the new batch as a delta (its tail), and how long merging it takes
+        self.full_template = self.work / "template_full"
+        shutil.rmtree(self.full_template, ignore_errors=True); shutil.copytree(self.base, self.full_template, symlinks=True)
+        merges = []
+        for _ in range(runs):
+            restore(self.full_template, self.base)
+            r = self.run_child([], merge=True)
+            assert r["code"] == 0, f"the uninterrupted merge failed (exit {r['code']}): {r['log'].read_text()[-3000:]}"
+            merges.append(r["elapsed_s"])
+        self.merge_s = min(merges)
         restore(self.template, self.base)
         return min(self._durations)
 
@@ -514,12 +526,14 @@ def kill_loop(n:int, work, zyg:Zygote=None, seed:int=None, max_iter:float=2.0, d
         seed = content_seed(lab.folders["old"], lab.folders["new"]) if seed is None else seed
         rng, records, kills = random.Random(seed), [], 0
         while kills < n and len(records) < max_iter * n:
-            restore(lab.template, lab.base)
+            phase = ("whole", "transaction", "whole", "after commit", "merge")[len(records) % 5] if lab.windows else "whole"
+            restore(lab.full_template if phase == "merge" else lab.template, lab.base)
             g0 = generation(lab.base)
-            phase = ("whole", "transaction", "whole", "after commit")[len(records) % 4] if lab.windows else "whole"
-            after, span = lab.windows[phase] if phase != "whole" else (None, 0.95 * dur)
+            after, span = (lab.windows[phase] if phase in lab.windows else
+                           (None, 0.95 * (lab.merge_s if phase == "merge" else dur)))
             delay = rng.uniform(0.0, span)
-            r = lab.run_child(["new"], kill_after=delay, after=after)
+            # a merge phase kills a child merging the new batch's segments into the whole graph and BM25 index
+            r = lab.run_child([] if phase == "merge" else ["new"], kill_after=delay, after=after, merge=phase == "merge")
             killed = r["code"] == -signal.SIGKILL
             kills += killed
             double = killed and rng.random() < double_share  # the next writer, repairing, is killed too
