@@ -217,7 +217,7 @@ class FaissHNSWStore(_RowIds, VectorStore):
         # row -> id|None, id -> row, tombstoned rows, their search filter
         self._rows, self._pos, self._dead, self._sel = [], {}, set(), None
         # the tail: vectors of the rows after the graph's (exact search); the published graph's SHA-256 (None: unpublished)
-        self._tail, self.base_sha = np.zeros((0, self.dim), np.float32), None
+        self._tbuf, self.base_sha = np.zeros((0, self.dim), np.float32), None
         # the graph's rows as published (ids.json; shared by a store that reuses the graph), whether the graph is shared
         self._base_rows, self._shared = None, False
 
@@ -229,28 +229,39 @@ class FaissHNSWStore(_RowIds, VectorStore):
     def n_graph(self)->int: "Rows in the HNSW graph; the rows after them are the tail."; return self.index.ntotal
     @property
     def n_tail(self)->int: "Rows in the exact tail (tombstones included)."; return len(self._rows) - self.index.ntotal
+    @property
+    def _tail(self)->np.ndarray: return self._tbuf[:self.n_tail]   # the tail's vectors (a view of its buffer)
+
+    def _tail_add(self, v:np.ndarray):
+        "Append vectors to the tail's buffer (it grows by half: appends cost O(1) per row, not a copy of the tail)."
+        n = self.n_tail
+        if n + len(v) > len(self._tbuf):
+            buf = np.empty((max(n + len(v), int(len(self._tbuf) * 1.5), 256), self.dim), np.float32)
+            buf[:n] = self._tbuf[:n]; self._tbuf = buf
+        self._tbuf[n:n + len(v)] = v
 
     def add(self, ids, vectors):
         ids, v = self._check_add(ids, vectors)
         with self._lock:
             self._tombstone([i for i in ids if i in self._pos])
             start = len(self._rows)
-            if self.base_sha is None: self.index.add(v)   # nothing published to keep: straight into the graph
-            else: self._tail = np.concatenate([self._tail, v])
+            if self.base_sha is None: self._own_graph(); self.index.add(v)   # nothing published to keep: into the graph
+            else: self._tail_add(v)
             self._rows += ids
             self._pos.update((i, start + n) for n, i in enumerate(ids))
             if self.n_tail > tail_limit(self.n_graph): self.merge()   # rows added to a published graph: exact until then
             self._maybe_rebuild()
 
+    def _own_graph(self):
+        "Before the graph is written in place: copy it if another store reads it too."
+        if self._shared: self.index, self._shared = self._faiss.clone_index(self.index), False
+
     def merge(self):
         "Add the tail's vectors to the graph (the next publish writes the whole graph)."
         with self._lock:
-            if self.n_tail and self._shared:   # another store reads this graph: grow a copy of it
-                self.index, self._shared = self._faiss.clone_index(self.index), False
-            if self.n_tail: self.index.add(np.ascontiguousarray(self._tail))
-            self._tail, self.base_sha = np.zeros((0, self.dim), np.float32), None
-        # the graph's rows as published (ids.json; shared by a store that reuses the graph), whether the graph is shared
-        self._base_rows, self._shared = None, False
+            if self.n_tail: self._own_graph(); self.index.add(np.ascontiguousarray(self._tail))
+            # the graph is no longer the published one
+            self._tbuf, self.base_sha, self._base_rows = np.zeros((0, self.dim), np.float32), None, None
 
     def _tombstone(self, ids):
         if ids: self._sel = None
@@ -670,7 +681,7 @@ def _read_tail(s, d:Path, dim:int):
         raise IndexCorruptedError(f"{g}: not a list of rows of the graph (0 … {H - 1}); {_FIX}.")
     for r in dead.tolist(): s._rows[r] = None; s._dead.add(r)
     s._dead.update(H + j for j, i in enumerate(ids.root) if i is None)
-    s._rows, s._tail = s._rows + ids.root, X
+    s._rows, s._tbuf = s._rows + ids.root, X
 
 # %% ../nbs/05_vector_store.ipynb #85b0955c
 def _check_hnsw(buf, rows:int, dim:int, f)->None:
