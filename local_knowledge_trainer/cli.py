@@ -16,7 +16,7 @@ from .cli_client import DEFAULT_PORT
 from .cli_render import results_to
 from .cli_commands import (
     EXIT_OK, EXIT_NO_BASE, GRAPH_STATUSES, fail, cmd_parse, cmd_ingest, cmd_remove, cmd_search, cmd_answer, cmd_stats,
-    cmd_feedback, cmd_where, cmd_doctor, cmd_serve, cmd_evaluate, cmd_graph, cmd_demo, cmd_check)
+    cmd_feedback, cmd_where, cmd_doctor, cmd_serve, cmd_evaluate, cmd_graph, cmd_demo, cmd_check, cmd_watch)
 
 # %% ../nbs/24e_cli.ipynb #aeafecc8
 MODE_ALIASES = {"vector": "dense", "bm25": "sparse"} # other tools' names of LKT's modes (seed 001: --mode vector)
@@ -255,6 +255,13 @@ def _add(sub, name:str, fn, hlp:str, epilog:str=None, *options)->argparse.Argume
     sp.set_defaults(func=fn)
     return sp
 
+def _patterns(sp):
+    "--include and --exclude: which files of a folder are read."
+    sp.add_argument("--include", nargs="*", metavar="GLOB",
+                    help="only files matching these glob patterns, e.g. --include '*.md' '*.pdf'")
+    sp.add_argument("--exclude", nargs="*", metavar="GLOB",
+                    help="skip files matching these glob patterns, e.g. --exclude 'drafts/*'")
+
 def _add_parse(sub):
     "`lkt parse PATH`."
     sp = _add(sub, "parse", cmd_parse, "parse a file or folder and summarise it per format (nothing is stored)")
@@ -266,11 +273,7 @@ def _add_ingest(sub):
     sp = _add(sub, "ingest", cmd_ingest, "ingest a file or folder", "Exit codes: 0 ok, 1 error, 4 some files failed "
               "(listed on stderr), 5 nothing to ingest. An ingest that stores nothing creates no base.")
     sp.add_argument("path", help="a file or folder to ingest (folders recursively)"); _common(sp); _chunking(sp)
-    sp.add_argument("--include", nargs="*", metavar="GLOB",
-                    help="only files matching these glob patterns, e.g. --include '*.md' '*.pdf'")
-    sp.add_argument("--exclude", nargs="*", metavar="GLOB",
-                    help="skip files matching these glob patterns, e.g. --exclude 'drafts/*'")
-    _password_options(sp)
+    _patterns(sp); _password_options(sp)
     sp.add_argument("--layer", metavar="NAME",
                     help="the evidence layer of these documents: primary, secondary, derived or a name of your own "
                          "(shown in citations; `--where layer=NAME` selects by it)")
@@ -294,6 +297,28 @@ def _add_ingest(sub):
                          "'local_knowledge_trainer[cluster]'); the base is written here either way")
     sp.add_argument("--address", help="with --engine ray: the cluster's address (e.g. auto, or ray://HOST:10001); "
                                       "default: a local cluster")
+    _wait(sp)
+
+def _add_watch(sub):
+    "`lkt watch FOLDER…` or `lkt watch --status`."
+    sp = _add(sub, "watch", cmd_watch, "keep folders in the base until Ctrl-C: created and edited files are ingested, "
+              "deleted ones removed (--status: is a watcher running, what did it do)",
+              "Each batch of changes (debounced) is one write and one publish; the watcher's state is kept in the base "
+              "(watch.json), so a restart writes only what changed while it was stopped. Exit codes: 0 stopped "
+              "(Ctrl-C or SIGTERM), 1 error (another watcher runs on the base), 2 usage, 5 --status: no watcher ever "
+              "ran on the base, 7 --status: no base.")
+    sp.add_argument("folder", nargs="*", help="folders to keep in the base (recursively; hidden, temporary and "
+                    "binary files are left out)")
+    sp.add_argument("--status", action="store_true", help="say whether a watcher runs on the base, its folders, files, "
+                    "last publish and last error, and exit")
+    _common(sp); _chunking(sp); _patterns(sp); _password_options(sp)
+    sp.add_argument("--poll", action="store_true", help="stat the folders every second instead of listening to file "
+                    "events (network and FUSE folders, where events do not arrive)")
+    sp.add_argument("--debounce", type=float, default=0.5, metavar="SECONDS",
+                    help="quiet period: a batch is written once no file event came for this long (default 0.5)")
+    sp.add_argument("--max-delay", type=float, default=5.0, metavar="SECONDS",
+                    help="the longest a change waits while events keep coming (default 5)")
+    sp.add_argument("--quiet", action="store_true", help="no line per batch on stderr (failed files are still named)")
     _wait(sp)
 
 def _add_remove(sub):
@@ -405,6 +430,13 @@ def _add_serve(sub):
     sp.add_argument("--allow-writes", action="store_true",
                     help="without a token, accept writes (ingest, removals, feedback) from any local process; by "
                          "default a server without --token is read-only (with --token, its holders may write)")
+    sp.add_argument("--watch", nargs="+", default=[], metavar="FOLDER",
+                    help="keep these folders in the base while serving, as `lkt watch` does (GET /health reports the "
+                         "watcher and its last error)")
+    sp.add_argument("--poll", action="store_true", help="with --watch: stat the folders every second instead of "
+                    "listening to file events")
+    sp.add_argument("--debounce", type=float, default=None, metavar="SECONDS",
+                    help="with --watch: the quiet period before a batch is written (default 0.5)")
     _llm_options(sp, tuning=False)
 
 def _add_demo(sub):
@@ -435,7 +467,7 @@ def build_parser()->argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"lkt {__version__}", help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            help="the command to run (lkt COMMAND --help lists its options)")
-    _add_parse(sub); _add_ingest(sub); _add_remove(sub)
+    _add_parse(sub); _add_ingest(sub); _add_remove(sub); _add_watch(sub)
     _add_ask(sub, "search", cmd_search, "rank evidence for a question")
     _add_ask(sub, "answer", cmd_answer, "answer with citations")
     _add_stats(sub); _add_feedback(sub); _add_where(sub); _add_doctor(sub)

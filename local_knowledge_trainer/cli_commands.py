@@ -6,7 +6,7 @@
 __all__ = ['EXIT_OK', 'EXIT_ERROR', 'EXIT_USAGE', 'EXIT_DOCTOR', 'EXIT_PARTIAL', 'EXIT_EMPTY', 'EXIT_NO_BASE', 'EXIT_LLM',
            'EXIT_UNKNOWN_ENTITY', 'EXIT_NOT_STORED', 'EXIT_UNKNOWN_RELATION', 'EXIT_CONTRADICTED', 'WARM_HINT_S',
            'GRAPH_STATUSES', 'REVIEW_FLAGS', 'DEMO_QUESTIONS', 'fail', 'cmd_parse', 'cmd_ingest', 'cmd_remove',
-           'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_feedback', 'cmd_where', 'cmd_doctor', 'cmd_serve',
+           'cmd_watch', 'cmd_search', 'cmd_answer', 'cmd_stats', 'cmd_feedback', 'cmd_where', 'cmd_doctor', 'cmd_serve',
            'cmd_evaluate', 'cmd_graph', 'cmd_check', 'cmd_demo']
 
 # %% ../nbs/24d_cli_commands.ipynb #f21962a4
@@ -17,9 +17,10 @@ from .core import LKTError, is_loopback
 from .output import clean_json, response_json, base_stats, score_kind
 from .cli_config import resolve_base, has_base, no_base_message, require_base, NoBaseError
 from .cli_client import server_json, live_server
-from .cli_render import (
+from local_knowledge_trainer.cli_render import (
     redacted, emit, print_result, warn, say_error, hide_secret, StreamPrinter, answer_text, stats_text,
-    calibration_text, doctor_text, ingest_text, entity_text, comparisons_json, evaluation_text, claims_text)
+    calibration_text, doctor_text, ingest_text, entity_text, comparisons_json, evaluation_text, claims_text, batch_text,
+    watch_text)
 
 # %% ../nbs/24d_cli_commands.ipynb #96d15cc7
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DOCTOR, EXIT_PARTIAL, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
@@ -196,6 +197,58 @@ def cmd_remove(args)->int:
     text += f"\nthe base now holds {stats['documents']} documents, {stats['chunks']} chunks"
     print_result(out, args.json, text)
     return EXIT_NOT_STORED if missing else EXIT_OK
+
+# %% ../nbs/24d_cli_commands.ipynb #831704e0
+@contextlib.contextmanager
+def _term_stops():
+    "Within the block, SIGTERM stops the command as Ctrl-C does (in the main thread; elsewhere nothing changes)."
+    import signal, threading
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    def _interrupt(signum, frame): raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try: yield
+    finally: signal.signal(signal.SIGTERM, old)
+
+def _watch_status(args)->int:
+    "`lkt watch --status`: the watcher's state as text or JSON; exit 5 when none ever ran, 7 without a base."
+    from local_knowledge_trainer.layout import WATCH_STATE
+    if args.folder:
+        return fail(args, "--status takes no folder: `lkt watch --status` reports on the base's watcher", EXIT_USAGE)
+    if not (Path(args.persist) / WATCH_STATE).is_file(): _require_base(args)
+    from local_knowledge_trainer.watch import watch_status   # the state, read: no trainer, no model
+    st = watch_status(args.persist)
+    print_result(st, args.json, watch_text(st))
+    return EXIT_OK if st["watched"] else EXIT_EMPTY
+
+def _said(args):
+    "The watcher's `on_batch` of `lkt watch`: a line per batch on stderr (`--quiet`: only the files that failed)."
+    def said(b:dict):
+        if not args.quiet:
+            print(redacted(f"lkt watch: {b['time'][11:19]} UTC: {batch_text(b)}"), file=sys.stderr, flush=True)
+        for f in b.get("failed") or []: print(redacted(f"FAILED {f['file']}: {f['reason']}"), file=sys.stderr, flush=True)
+    return said
+
+def cmd_watch(args)->int:
+    "Keep folders in the base until Ctrl-C: created and edited files ingested, deleted ones removed (`--status`: report)."
+    if args.status: return _watch_status(args)
+    if not args.folder: return fail(args, "give the folders to keep in the base: lkt watch FOLDER… (or --status)",
+                                    EXIT_USAGE)
+    for f in args.folder:
+        if not Path(f).is_dir():
+            raise LKTError(f"{f}: no such folder to watch — check the path (relative paths start at {Path.cwd()})")
+    from local_knowledge_trainer.watch import FolderWatcher, watch_status
+    password = _password(args)
+    kt = _trainer(args, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap)
+    try:
+        w = FolderWatcher(kt, args.folder, include=args.include, exclude=args.exclude, password=password,
+                          debounce=args.debounce, max_delay=args.max_delay, poll=args.poll, on_batch=_said(args))
+        print(redacted(f"lkt watch: keeping {', '.join(w.folders)} in {args.persist}; Ctrl-C stops"), file=sys.stderr,
+              flush=True)
+        with _term_stops(): w.run()
+    finally: kt.close()
+    st = watch_status(args.persist)
+    print_result(st, args.json, watch_text(st))
+    return EXIT_OK
 
 # %% ../nbs/24d_cli_commands.ipynb #60002719
 def _llm_error(resp=None, js:dict=None)->Optional[str]:
@@ -401,6 +454,13 @@ def cmd_serve(args)->int:
                           "read the base: set a token with --token TOKEN (or the LKT_TOKEN environment variable) and "
                           "give it to the clients (`lkt search QUESTION --server URL --token TOKEN`), or serve on "
                           "127.0.0.1 (the default)", EXIT_USAGE)
+    watch = list(args.watch or [])
+    if (args.poll or args.debounce is not None) and not watch:
+        return fail(args, "--poll and --debounce go with --watch FOLDER… (the folders the server keeps in the base)",
+                    EXIT_USAGE)
+    for f in watch:
+        if not Path(f).is_dir():
+            return fail(args, f"--watch {f}: no such folder — check the path (relative paths start at {Path.cwd()})")
     from local_knowledge_trainer.serve import run_server
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"lkt serve: {args.persist} at http://{host}:{args.port}/ (API docs at /docs); Ctrl-C stops",
@@ -408,8 +468,13 @@ def cmd_serve(args)->int:
     if args.allow_root and not (token or args.allow_writes):
         print("lkt serve: --allow-root without --token or --allow-writes: the server is read-only, so POST /ingest is "
               "refused (add --allow-writes, or --token TOKEN)", file=sys.stderr, flush=True)
+    if watch:
+        print(f"lkt serve: keeping {', '.join(watch)} in the base (GET /health reports the watcher)", file=sys.stderr,
+              flush=True)
+    options = {"poll": bool(args.poll), **({"debounce": args.debounce} if args.debounce is not None else {})}
     run_server(args.persist, host=args.host, port=args.port, token=token, allow_roots=list(args.allow_root),
-               writes=bool(args.allow_writes), llm=args.llm, llm_url=args.llm_url, **_trainer_options(args))
+               writes=bool(args.allow_writes), llm=args.llm, llm_url=args.llm_url, watch=watch,
+               watch_options=options if watch else None, **_trainer_options(args))
     return EXIT_OK
 
 # %% ../nbs/24d_cli_commands.ipynb #807ea7ef

@@ -218,6 +218,11 @@ class DocumentParser:
         name = rel.rsplit("/", 1)[-1]
         return any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(name, pat) for pat in self.include)
 
+    def selects(self, rel:str, # a file's path relative to the folder being read, `/`-separated
+               )->bool:
+        "Whether the include and exclude patterns let this file be read (what `list_files` applies to each file)."
+        return not self._excluded(rel) and self._included(rel)
+
     def list_files(self, path, # a file or folder
                   )->list:
         "Sorted `(path, source)` pairs the parser would read under `path` (hidden, excluded, looping ones: `walk_log`)."
@@ -251,8 +256,7 @@ class DocumentParser:
             for f in filenames:
                 rel = f"{rel_dir}/{f}" if rel_dir else f
                 if f.startswith("."): self.walk_log.append((rel, "hidden file")); continue
-                if self._excluded(rel) or not self._included(rel):
-                    self.walk_log.append((rel, "excluded by include/exclude")); continue
+                if not self.selects(rel): self.walk_log.append((rel, "excluded by include/exclude")); continue
                 out.append((Path(dirpath) / f, f"{base}/{rel}" if base else rel))
         return sorted(out, key=lambda x: x[1])
 

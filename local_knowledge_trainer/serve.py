@@ -121,7 +121,8 @@ def _add_base_routes(app:FastAPI, svc:_Service, J, token:Optional[str], writes:b
 
     @app.get("/health", tags=["base"], responses=_ERRORS)
     def health():
-        "Liveness, counts, the generation served, and whether writes, ingest, a token and an LLM are configured."
+        ("Liveness, counts, the generation served, whether writes, ingest, a token and an LLM are configured, and the "
+         "folders' watcher (`--watch`: its files, last publish and last error).")
         with svc.lease() as s: st = s.kt.stats
         jobs = [j.state for j in svc.jobs()]
         return J({"status": "ok", "version": __version__, "persist_dir": str(svc.persist_dir),
@@ -130,7 +131,8 @@ def _add_base_routes(app:FastAPI, svc:_Service, J, token:Optional[str], writes:b
                   "reloads": svc.reloads, "writes": writes_text, "read_only": not writes, "ingest": ingest_text,
                   "allow_roots": svc.allow_roots, "auth": "token" if token else "none (loopback only)",
                   "llm": (getattr(svc.llm, "__name__", "llm") if svc.llm else None),
-                  "jobs": {"queued": jobs.count("queued"), "running": jobs.count("running")}}, headers=_gen_headers(s))
+                  "jobs": {"queued": jobs.count("queued"), "running": jobs.count("running")},
+                  "watch": svc.watch_status()}, headers=_gen_headers(s))
 
     @app.get("/stats", tags=["base"], responses=_ERRORS)
     def stats():
@@ -256,6 +258,8 @@ def create_app(persist_dir, # the base folder to serve (`--persist`)
                settle_s:float=0.5, # how long a new publish must stay unchanged before it is loaded
                max_body:int=1_000_000, # largest request body, in bytes
                writes:bool=False, # no token: accept writes from any local process; with one, its holders write
+               watch:list=(), # folders kept in the base by a watcher in this process (`watch.FolderWatcher`)
+               watch_options:dict=None, # the watcher's options: poll, debounce, max_delay, include, exclude, password
                **kwargs)->FastAPI:
     "The FastAPI app serving the base in `persist_dir`: JSON endpoints, the search page and the API docs."
     token = _server_token(token)
@@ -263,7 +267,7 @@ def create_app(persist_dir, # the base folder to serve (`--persist`)
     _install_redaction(redactor)
     writes = token is not None or bool(writes)
     svc = _Service(persist_dir, allow_roots, _llm_fn(llm, llm_url, llm_timeout), llm_timeout, trainer, poll_s, settle_s,
-                   kwargs, writes)
+                   kwargs, writes, watch, watch_options)
     def J(obj, status:int=200, headers:dict=None)->Response: return _json(obj, redactor, status, headers)
     app = FastAPI(title="Local Knowledge Trainer", version=__version__, docs_url=None, redoc_url=None,
                   lifespan=_lifespan(svc), description="Search, answer and ingest over a local knowledge base: "

@@ -15,6 +15,7 @@ from fastcore.basics import patch, store_attr
 
 from .core import LKTError, read_json
 from .layout import MANIFEST, PUBLISHED, manifest_generation
+from .folder import reusing
 from .parser import confined_reads, read_confined
 from .output import clean_json
 from .trainer import KnowledgeTrainer
@@ -165,14 +166,19 @@ def _llm_fn(llm, url:str=None, timeout:float=60.0):
 
 # %% ../nbs/23c_serve_service.ipynb #b2f65cd6
 class _Service:
-    "The served reader, its reloads and leases, and the single writer (ingest jobs and removals)."
+    "The served reader, its reloads and leases, and the single writer (ingest jobs, removals, the folder watcher)."
     def __init__(self, persist_dir, allow_roots=(), llm=None, llm_timeout:float=60.0, trainer=None, poll_s:float=0.5,
-                 settle_s:float=0.5, trainer_kw:dict=None, writes:bool=False):
+                 settle_s:float=0.5, trainer_kw:dict=None, writes:bool=False, watch=(), watch_options:dict=None):
         self.persist_dir, self.writes = Path(persist_dir), bool(writes)
         self.allow_roots = [os.path.realpath(r) for r in allow_roots or ()]
         for r in self.allow_roots:
             if not os.path.isdir(r):
                 raise LKTError(f"--allow-root {r}: no such folder — give an existing folder clients may ingest from")
+        self.watch_folders = [os.path.realpath(f) for f in watch or ()]
+        for f in self.watch_folders:
+            if not os.path.isdir(f): raise LKTError(f"--watch {f}: no such folder — give an existing folder to keep in "
+                                                    "the base")
+        self.watch_options, self.watcher, self._watch_emb = dict(watch_options or {}), None, None
         kw = dict(trainer_kw or {})
         if trainer is not None:
             if trainer.persist_dir is None:
@@ -186,10 +192,10 @@ class _Service:
         self.trainer_kw, self.poll_s, self.settle_s, self.llm_timeout = kw, poll_s, settle_s, llm_timeout
         self.llm, self.embedder, self.closed = llm, None, False
         if not self.persist_dir.is_dir():
-            if not self.allow_roots:
+            if not self.allow_roots and not self.watch_folders:
                 raise LKTError(f"{self.persist_dir}: no such base folder — build one with "
                                f"`lkt ingest PATH --persist {self.persist_dir}`, "
-                               "or pass --allow-root DIR so clients can ingest into a new base")
+                               "or pass --allow-root DIR so clients can ingest into a new base, or --watch DIR")
             self.persist_dir.mkdir(parents=True)
         self._lock, self._reload_lock, self._writing = threading.Lock(), threading.Lock(), threading.Lock()
         self._jobs, self._queue, self._worker, self._watcher = {}, queue.Queue(), None, None
@@ -209,7 +215,8 @@ class _Service:
 
     def _open_served(self, key)->_Served:
         "Open a reader on the published base, pin its snapshot and warm it (model, retriever, confidence calibration)."
-        kt = self._trainer()
+        old = getattr(self, "served", None)   # the reader it replaces: its unchanged segments are shared, not read again
+        with reusing({"vectors": old.kt.vectors, "bm25": old.kt.lexical} if old is not None else None): kt = self._trainer()
         _pin(kt.store)
         answerer = kt
         if self.llm is not None:
@@ -273,18 +280,21 @@ class _Service:
                              type(e).__name__, e)
 
     def start(self, watch:bool=True):
-        "Start the watcher that notices publishes by other processes (and reopen the base after a `close`)."
+        ("Start the watcher that notices publishes by other processes, and the `--watch` folders' watcher (and reopen "
+         "the base after a `close`).")
         with self._reload_lock:
             if self.closed: self.served, self.closed = self._open_served(publish_key(self.persist_dir)), False
         if watch and (self._watcher is None or not self._watcher.is_alive()):
             self._stop = threading.Event()
             self._watcher = threading.Thread(target=self._watch, name="lkt-serve-watcher", daemon=True)
             self._watcher.start()
+        if watch and self.watch_folders and self.watcher is None: self._start_folders()
 
     def close(self):
-        ("Stop the watcher, let a running job finish, and close the reader (the shared embedder stays loaded for a "
-         "`start`).")
+        ("Stop the watchers, let a running job (or the folders' batch) finish, and close the reader (the shared "
+         "embedder stays loaded for a `start`).")
         self._stop.set()
+        if self.watcher is not None: self._stop_folders()
         if self._worker is not None:
             running = [j.id for j in self.jobs() if j.state == "running"]
             if running: _log.info("waiting for ingest job %s to finish", running[0])
@@ -476,3 +486,36 @@ def review(self:_Service, req:ReviewRequest)->dict:
             raise ServeError(404, str(e), "use an id GET /graph/{entity} lists") from None
         self.reload(force=True)   # no new vectors: the next reader reads the decision
     return out
+
+# %% ../nbs/23c_serve_service.ipynb #a302bcc7
+@patch
+def _start_folders(self:_Service):
+    "Start the `--watch` folders' watcher on a writer of its own, taking the server's write turn for each batch."
+    from local_knowledge_trainer.watch import FolderWatcher
+    emb = _writer_embedder(self.embedder, self.persist_dir)
+    writer = self._trainer(embedder=emb)
+    try:
+        w = FolderWatcher(writer, self.watch_folders, lock=self._writing, on_batch=self._watched, **self.watch_options)
+        self.watcher, self._watch_emb = w.start(), emb
+    except BaseException:
+        _release_writer(writer, emb, self.embedder); raise
+    _log.info("keeping %s in the base (%s)", ", ".join(self.watch_folders), w.mode)
+
+@patch
+def _watched(self:_Service, batch:dict):
+    "After a batch of the folders' watcher: serve the generation it published."
+    _log.info("watch: %d file(s) ingested, %d removed, %d failed (generation %s)", batch["ingested"], batch["removed"],
+              batch["errors"], batch["generation"])
+    if batch["published"]: self.reload()
+
+@patch
+def _stop_folders(self:_Service):
+    "Stop the folders' watcher (its batch being written ends first) and close its writer."
+    w, self.watcher = self.watcher, None
+    try: w.stop()
+    finally: _release_writer(w.trainer, self._watch_emb, self.embedder)
+
+@patch
+def watch_status(self:_Service)->Optional[dict]:
+    "The folders' watcher's status (`FolderWatcher.status`), or None when the server watches no folder."
+    return None if self.watcher is None else self.watcher.status()

@@ -33,6 +33,7 @@ from .manifest import recorded_model, uncovered_language, utc_now
 from .answer import add_confidence, answer_note, check_k, cite, clean_question, with_text
 from .answer import write_answer
 from .ingest import INGEST_BATCH, TEXT_EXT, TEXT_PREFIX, check_layer, chunking_of
+from .ingest import ingest_command, ingest_paths
 from .ingest import commit_batch, embed_batch, expected_chunks, gate_documents, parsed_documents
 from .ingest import remove_sources, take_document, text_items, unread, vanished
 from .sources import shown_name, stored_name
@@ -127,8 +128,10 @@ def _load_vectors(self:KnowledgeTrainer)->tuple:
         # registers them, so a base without published vectors (in memory, new) opens without pandas
         from local_knowledge_trainer.confidence import CONFIDENCE_ARTEFACT
         try:
+            kb = self.kb   # what this trainer loaded before: segments still published are shared, not read again
             vectors = load_store(pd, expected_model=emb.name, expected_dim=emb.dim, readonly=True,
-                                 verify="full" if getattr(self, "_verify_full", False) else True)
+                                 verify="full" if getattr(self, "_verify_full", False) else True,
+                                 previous={"vectors": kb.vectors, "bm25": kb.lexical} if kb is not None else None)
             gen = int((getattr(vectors, "manifest", None) or {}).get("generation") or 0)
             self._saved_models = (getattr(vectors, "extra", None) or {}).get(CONFIDENCE_ARTEFACT.name)
         except IndexMismatchError as e:
@@ -345,6 +348,25 @@ def _files(self:KnowledgeTrainer, parser:DocumentParser, path)->list:
     return pairs if self.persist_dir is None else [(p, canonical_source(p, self.root)) for p, _ in pairs]
 
 @patch
+def _files_of(self:KnowledgeTrainer, parser:DocumentParser, paths:list)->list:
+    "`(file, source)` pairs to ingest under every path of `paths`, each source once (the first path that names it)."
+    seen, out = set(), []
+    for path in paths:
+        for f, s in self._files(parser, path):
+            if s not in seen: seen.add(s); out.append((f, s))
+    return out
+
+@patch
+def _gone(self:KnowledgeTrainer, paths:list, sync:bool, removals, keep:set)->list:
+    "Stored sources an ingest removes: those under `paths` whose files are gone (`sync`), and `removals` (not in `keep`)."
+    persisted, out = self.persist_dir is not None, []
+    if sync: out = [s for p in paths for s in vanished(self.store, p, self.root, persisted)]
+    if removals:
+        stored = self.store.sources()
+        out += [s for r in removals if (s := stored_name(str(r), stored, self.root, persisted)) is not None]
+    return [s for s in dict.fromkeys(out) if s not in keep]
+
+@patch
 def _labels_of(self:KnowledgeTrainer, source:str, labels:dict)->dict:
     "The labels of one document: the ingest's, with the layer, note and metadata of its own (`ingest_texts`)."
     return {**labels, "user": {}, **(getattr(self, "_text_meta", None) or {}).get(source, {})}
@@ -408,7 +430,7 @@ def _after_change(self:KnowledgeTrainer, build_graph:bool=None, gone:list=()):
     self._dirty = True
 
 @patch
-def ingest(self:KnowledgeTrainer, path, # a file or folder
+def ingest(self:KnowledgeTrainer, path, # a file or folder, or a list of them (one write, one publish)
            chunk_size:int=None, # override the trainer's chunk size for this ingest
            chunk_overlap:int=None, # override the overlap
            include:list=None, # glob patterns to include (e.g. ["*.md", "*.pdf"])
@@ -420,6 +442,7 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
            on_reject:str="drop", # "drop" rejected documents, or "keep" them (report only)
            build_graph:bool=None, # sync the entity graph now (None: the trainer's `build_graph`; one in use always is)
            sync:bool=False, # also remove stored sources under `path` whose files are gone (listed in `removed`)
+           removals:list=None, # stored sources to remove in the same write, in any spelling (listed in `removed`)
            rebuild:bool=False, # re-embed every stored chunk with the trainer's model and rewrite the vector store
            progress:Callable=None, # progress(stage, done, total): parse, embed (total estimated), graph, publish
            engine:str="local", # "local", or "ray": parse and embed on a Ray cluster (the `cluster` extra)
@@ -429,19 +452,20 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
            source_note:str=None, # a version or licence note kept with each document and shown with its citations
            **gate_kw, # other `IngestGate` options (alpha, margin, n_probes, n_harm, ab_test, k, text_floor, …)
           )->IngestResult:
-    "Parse, embed, optionally test, store and index a file or folder in committed batches; unchanged files stay."
-    t0 = time.perf_counter()
+    "Parse, embed, optionally test, store and index files and folders in committed batches; unchanged files stay."
+    t0, paths = time.perf_counter(), ingest_paths(path)
     size = int(chunk_size or self.chunk_size)
     overlap = int(self.chunk_overlap if chunk_overlap is None else chunk_overlap)
     parser = DocumentParser(chunk_size=size, chunk_overlap=overlap, include=include, exclude=exclude, password=password,
                             **self.embedder.window_args)   # a model that truncates (MiniLM: 256 pieces): cut to fit
-    if not Path(path).exists():
-        raise LKTError(f"{path}: no such file or folder — check the path (relative paths start at {Path.cwd()})")
+    for p in paths:
+        if not Path(p).exists():
+            raise LKTError(f"{p}: no such file or folder — check the path (relative paths start at {Path.cwd()})")
     layer, note = check_layer(layer), (str(source_note) if source_note is not None else None)
     # one reporter, one stage at a time (parse and embed alternate batch by batch); it ends after the publish
     with StageProgress(progress, self.show_progress) as rep, \
-         self._writing(f"ingest {Path(path).as_posix()}", rebuild=rebuild), self._progress_to(progress):
-        files = self._files(parser, path)
+         self._writing(ingest_command(paths, removals), rebuild=rebuild), self._progress_to(progress):
+        files = self._files_of(parser, paths)
         res = IngestResult(total_docs=len(files))
         labels = {"chunking": chunking_of(parser), "layer": layer, "source_note": note}
         files, stats = unread(self.store, files, labels, res)   # unchanged by size and mtime: not even opened
@@ -452,7 +476,7 @@ def ingest(self:KnowledgeTrainer, path, # a file or folder
             s, a = self._gate_and_commit(gated, res, rep, count, progress, hypothesis_test=hypothesis_test,
                                          probe_queries=probe_queries, strict=strict, on_reject=on_reject, **gate_kw)
             stored, approved = stored + s, approved + a
-        gone = vanished(self.store, path, self.root, self.persist_dir is not None) if sync else []
+        gone = self._gone(paths, sync, removals, {s for _, s in files} | set(res.unchanged))
         if gone: remove_sources(self.store, self.kb, gone)
         rep.close()   # the graph shows its own stages
         if approved or gone or (gated and on_reject == "keep"): self._after_change(build_graph, gone)

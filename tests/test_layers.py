@@ -20,7 +20,7 @@ LAYERS = ["core", "layout", "llm", "text", "chunking", "decoding", "readers", "p
           "stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
           "contingency", "power", "hypothesis", "golden", "runs", "beir", "entities", "align", "graph", "claims", "probes",
           "fusion", "gate", "confidence", "diagnostics", "cluster", "answer", "manifest", "sources", "ingest",
-          "doctor", "feedback", "forward", "writing", "graph_upkeep", "trainer", "output", "serve_models",
+          "doctor", "feedback", "forward", "writing", "graph_upkeep", "trainer", "watch", "output", "serve_models",
           "serve_guard", "serve_service", "serve", "cli_config", "cli_client", "cli_render", "cli_commands", "cli"]
 STATS = ["stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
          "contingency", "power", "hypothesis"]          # pure statistics: `core`, `text` and each other downward
