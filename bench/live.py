@@ -33,16 +33,19 @@ def reader(persist: Path):
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd.get("stop"): break
-        deadline, polls, reloads = time.time() + cmd.get("timeout", 120), 0, 0
+        deadline, polls, reloads, shared = time.time() + cmd.get("timeout", 300), 0, 0, None
         while time.time() < deadline:
+            graph = getattr(getattr(kt.vectors, "inner", kt.vectors), "index", None)
             t = time.perf_counter(); reloaded = kt.refresh(); t_reload = time.perf_counter() - t
+            if reloaded: shared = graph is not None and graph is getattr(getattr(kt.vectors, "inner", kt.vectors), "index", None)
             reloads += reloaded
             hits = kt.query(cmd["text"], k=10, mode="sparse", return_confidence=False)
             polls += 1
             seen = any(cmd["marker"] in c.text for c in hits.source_chunks)
             if seen == (cmd["want"] == "present"):
                 print(json.dumps({"seen_at": time.time(), "polls": polls, "reloads": reloads,
-                                  "last_reload_s": round(t_reload, 3), "generation": kt.generation}), flush=True)
+                                  "last_reload_s": round(t_reload, 3), "graph_shared": shared,
+                                  "generation": kt.generation}), flush=True)
                 break
             time.sleep(0.02)
         else: print(json.dumps({"timeout": True, "polls": polls}), flush=True)
@@ -71,16 +74,17 @@ def main():
            "reader_open": json.loads(rd.stdout.readline())}
     t = time.perf_counter(); kt = scale.trainer(persist); res["writer_open_s"] = round(time.perf_counter() - t, 2)
     docs = sorted(corpus.glob("*.txt"))
+    run = f"r{os.getpid()}"   # markers no earlier run left in the corpus
 
     def trial(kind: str, j: int) -> dict:
-        marker = f"zqmarker{kind}{j}x"
+        marker = f"zqmarker{kind}{j}x{run}"
         want = "absent" if kind == "remove" else "present"
         m0 = read_manifest(persist)
         if kind == "new": path = corpus / f"live_{j:04d}.txt"; text = f"A new note {j}: {marker} about solar storage."
         elif kind == "edit": path = docs[j]; text = path.read_text(encoding="utf-8") + f"\n\nAn edit adds {marker} here."
         else:
             path = corpus / f"live_{j:04d}.txt"   # one made by a 'new' trial: its marker must vanish
-            marker = f"zqmarkernew{j}x"
+            marker = f"zqmarkernew{j}x{run}"
         rd.stdin.write(json.dumps({"text": marker, "marker": marker, "want": want}) + "\n"); rd.stdin.flush()
         t0 = time.time(); p0 = time.perf_counter()
         if kind == "remove": kt.remove(str(path)); path.unlink()
@@ -89,7 +93,7 @@ def main():
         seen = json.loads(rd.stdout.readline())
         m1 = read_manifest(persist)
         return {"kind": kind, "write_s": round(write_s, 3), "visible_s": round(seen["seen_at"] - t0, 3) if "seen_at" in seen else None,
-                "reader_reload_s": seen.get("last_reload_s"), "polls": seen.get("polls"),
+                "reader_reload_s": seen.get("last_reload_s"), "graph_shared": seen.get("graph_shared"), "polls": seen.get("polls"),
                 "generation": m1["generation"], "written_mb": round(written_bytes(m0, m1, persist / "vector_store") / 2**20, 2),
                 "generation_mb": round(sum((persist / "vector_store" / n).stat().st_size for n in m1["files"]) / 2**20)}
 

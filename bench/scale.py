@@ -176,10 +176,10 @@ def real_recall() -> dict:
     from local_knowledge_trainer.vector_store import FaissHNSWStore, NumpyStore
     db = Path(os.environ.get("LKT_CACHE_DIR", Path.home() / ".cache" / "lkt")) / "beir" / "embeddings.sqlite"
     if not db.exists(): return {"skipped": f"{db} not found (run bench/quality.py first)"}
-    rows = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute(
-        "SELECT vec FROM emb WHERE model='all-MiniLM-L6-v2' AND dim=384").fetchall()
-    V = np.frombuffer(b"".join(r[0] for r in rows), np.float32).reshape(len(rows), 384)
-    V = np.unique(V, axis=0)
+    from local_knowledge_trainer.embeddings import EmbeddingCache
+    from local_knowledge_trainer.store_schema import read_connection
+    cache = EmbeddingCache(); cache.conn, _ = read_connection(db)   # either layout of the cache, read only
+    V = np.unique(cache.model_vectors("all-MiniLM-L6-v2", 384), axis=0)
     rng = np.random.default_rng(int(hashlib.sha256(V[:100].tobytes()).hexdigest()[:16], 16))
     perm = rng.permutation(len(V)); Q, X = V[perm[:1000]], V[perm[1000:]]
     ids = [f"c{i}" for i in range(len(X))]

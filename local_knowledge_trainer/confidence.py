@@ -489,8 +489,9 @@ def confidence_model(kb, # a `KnowledgeBase`
 
 def fitted_models(kb, # a `KnowledgeBase`
                  )->list:
-    "The confidence models fitted (or adopted) for the base's current state."
-    return list(kb.snapshot().memo("confidence_models", dict).values())
+    "The confidence models fitted (or adopted) for the base's current state (none when no snapshot of it was taken)."
+    snap = kb.current_snapshot()   # a state nobody fitted models for has none: no need to read every chunk id to say so
+    return list(snap.memo("confidence_models", dict).values()) if snap is not None else []
 
 # %% ../nbs/19_confidence.ipynb #59367fed
 _ARRAYS = ("mean", "scale", "coef", "present", "present_rank", "absent", "off_topic", "labelled", "labelled_lo",

@@ -314,6 +314,12 @@ def snapshot(self:KnowledgeBase)->Snapshot:
     self._snap_at = at
     return self._snap
 
+@patch
+def current_snapshot(self:KnowledgeBase)->Optional[Snapshot]:
+    "The snapshot taken since the base last changed, if any (None: none is current; none is taken: no id is read)."
+    at = (self.generation, getattr(self.store, "version", None))
+    return self._snap if self._snap is not None and at[1] is not None and self._snap_at == at else None
+
 # %% ../nbs/08_knowledge_base.ipynb #3aed1a4c
 class _Terms:
     "A snapshot's BM25 count matrix: documents × terms (CSC), vocabulary, document frequencies and lengths."

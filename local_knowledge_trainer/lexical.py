@@ -376,9 +376,9 @@ def _take(ip:np.ndarray, vals:tuple, rows:np.ndarray, out:tuple, at:np.ndarray):
 def _gather(self:BM25Index, rows:np.ndarray)->tuple:
     "CSR (indptr, columns, counts) of these rows (main rows from a by-row copy of the main segment); row -1 is empty."
     rows, M = np.asarray(rows, np.int64), self._M
-    if M and self._mcsr is None: self._mcsr = self._csc.tocsr()   # made once, when rows are first asked for
     main, tail = (rows >= 0) & (rows < M), rows >= M
-    mip, tip = (self._mcsr.indptr if M else np.zeros(1, np.int64)), self._indptr.v
+    if main.any() and self._mcsr is None: self._mcsr = self._csc.tocsr()   # made once, when main rows are asked for
+    mip, tip = (self._mcsr.indptr if self._mcsr is not None else np.zeros(1, np.int64)), self._indptr.v
     ln = np.zeros(len(rows), np.int64)
     ln[main] = mip[rows[main] + 1] - mip[rows[main]]; ln[tail] = tip[rows[tail] - M + 1] - tip[rows[tail] - M]
     nip = np.zeros(len(rows) + 1, np.int64); np.cumsum(ln, out=nip[1:])
@@ -832,8 +832,7 @@ def load_tail(self:BM25Index, path, # a folder holding this index's main segment
     if why := _tail_problem(meta, ids, terms, a, M, T): raise LKTError(f"{path/'bm25_tail_*'}: inconsistent delta ({why})")
     voc = self._vocab
     if any(t in voc for t in terms): raise LKTError(f"{path/'bm25_tail_terms.json'}: a term the main segment has")
-    for t in terms: voc[t] = len(voc)
-    self._terms_list().extend(terms)
+    for t in terms: voc[t] = len(voc)   # `_terms_list` follows the vocabulary's order
     for r in a["dead"].tolist(): self._alive.a[r] = False; self._row.pop(self._rid[r]); self._n_dead += 1
     if any(i in self._row for i in ids): raise LKTError(f"{path/'bm25_tail_ids.json'}: an id live in the main segment too")
     live_keys = np.concatenate([self._key.v[self._alive.v], a["keys"]])

@@ -99,7 +99,7 @@ def base_manifest(store, # the `EvidenceStore`
                  )->dict:
     "What the persisted base holds: model, dimension, counts, backend, content hashes, fusion record and generation."
     ids = sorted(store.chunk_ids())
-    docs = [store.get_document(s) for s in store.sources()]
+    docs = [{"source": s, "content_hash": h} for s, (h, _) in sorted(store.document_metadata().items())]   # one read
     return {"format_version": FORMAT_VERSION, "embedding_model": embedder.name, "dim": embedder.dim,
             "vector_backend": vector_backend, "documents": len(docs), "chunks": len(ids),
             "chunk_ids_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),

@@ -157,7 +157,8 @@ EXACT_SUBSET = 20_000
 @patch
 def _ranked(self:Retriever, c:str, question:str, n:int, allowed:set=None)->list:
     "The best `n` (id, score) of channel `c` among `allowed` (all when None)."
-    if allowed is None: return list(self.channels[c](question, n))
+    if allowed is None:   # kept as the channel gave it: a list that says it is approximate (`exact`) stays one
+        got = self.channels[c](question, n); return got if isinstance(got, list) else list(got)
     vs = self.vector_store
     if c == "dense" and len(allowed) <= EXACT_SUBSET and hasattr(vs, "get_vectors") and hasattr(vs, "__contains__"):
         ids = sorted(i for i in allowed if i in vs)
@@ -223,8 +224,13 @@ def search(self:Retriever, question:str, # the user's question
     rankings = {}
     for c in use:
         t = time.perf_counter()
-        rankings[c] = [(str(i), float(s)) for i, s in self._ranked(c, question, n, allowed)]
+        raw = self._ranked(c, question, n, allowed)
+        rankings[c] = [(str(i), float(s)) for i, s in raw]
         trace["timings_ms"][c] = _ms(t)
+        if getattr(raw, "exact", True) is False:   # e.g. FTS5 past its cost budget (`03_store.search_text`)
+            trace.setdefault("approximate", {})[c] = {"dropped": list(getattr(raw, "dropped", ())),
+                                                       "sampled": bool(getattr(raw, "sampled", False)),
+                                                       "estimated_postings": getattr(raw, "cost", None)}
         trace["candidates"][c] = [{"id": i, "rank": r, "score": s} for r, (i, s) in enumerate(rankings[c], 1)]
     t = time.perf_counter()
     if len(use) == 1:  # a single channel keeps its own order and score (meaningful for statistics downstream)

@@ -22,7 +22,7 @@ from .llm import LLMFunction
 from .parser import DocumentParser
 from .store import EvidenceStore
 from .persist import base_hazards, canonical_source
-from .persist import remove_hazards
+from .persist import lock_holder, remove_hazards
 from .embeddings import Embedder, model_for_language, shared_embedder
 from .embeddings import trusted_model
 from .vector_store import IndexMismatchError, backend_kind, load_store
@@ -166,6 +166,11 @@ def _load(self:KnowledgeTrainer):
     lexical, ck = derived.get("bm25"), store.change_key()
     if lexical is not None and ck is not None and (lexical.key or {}).get("change_key") == ck:
         in_store = set(lexical.ids)   # the store BM25 was saved against: no chunk read
+    elif lexical is not None and not self._writer and self._mid_write():
+        # another process committed chunks it has not published yet: its publish makes them agree, and this reader
+        # reloads then. Until then BM25 stays as published (new chunks are not found yet; removed ones are not shown,
+        # their rows being gone), instead of re-reading every chunk of the store on every reload during a write
+        in_store = set(lexical.ids)
     else:
         rows = store.chunk_hashes()   # one read of every chunk id: BM25's check and the pending counts
         lexical, in_store = checked_bm25(lexical, store, rows), {i for i, _ in rows}
@@ -188,6 +193,12 @@ def _load(self:KnowledgeTrainer):
     self._recorded_root = os.path.realpath(os.path.join(os.path.realpath(pd), rec)) if rec else None
     default = os.path.realpath(os.path.dirname(os.path.abspath(pd))) if pd is not None else None
     self.root = self._root_arg or self._recorded_root or default
+
+@patch
+def _mid_write(self:KnowledgeTrainer)->bool:
+    "Whether a live process other than this one holds the base's write lock (its commits may be ahead of its publish)."
+    h = lock_holder(self.persist_dir) if self.persist_dir is not None else None
+    return bool(h and h.get("locked") and not h.get("stale") and h.get("pid") != os.getpid())
 
 @patch
 def refresh(self:KnowledgeTrainer)->bool:
