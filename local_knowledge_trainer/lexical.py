@@ -835,14 +835,15 @@ def load_tail(self:BM25Index, path, # a folder holding this index's main segment
     for t in terms: voc[t] = len(voc)   # `_terms_list` follows the vocabulary's order
     for r in a["dead"].tolist(): self._alive.a[r] = False; self._row.pop(self._rid[r]); self._n_dead += 1
     if any(i in self._row for i in ids): raise LKTError(f"{path/'bm25_tail_ids.json'}: an id live in the main segment too")
-    live_keys = np.concatenate([self._key.v[self._alive.v], a["keys"]])
-    if len(np.unique(live_keys)) < len(live_keys): raise LKTError(f"{path/'bm25_tail_keys.npy'}: repeated order keys")
+    k = a["keys"]   # the main rows' keys are 0 … M-1: a tail row takes a dead one's (a replacement) or one past them
+    if len(k) and (k.min() < 0 or len(np.unique(k)) < len(k) or self._alive.v[k[k < M]].any()):
+        raise LKTError(f"{path/'bm25_tail_keys.npy'}: repeated order keys")
     R = len(self._rid)
     self._row.update(zip(ids, range(R, R + len(ids)))); self._rid.extend(ids)
     self._indptr, self._cols, self._cnt = (_Grow(np.int64, a["indptr"]), _Grow(np.int32, a["cols"]),
                                            _Grow(np.int32, a["counts"]))
     self._key.extend(a["keys"]); self._alive.extend(np.ones(len(ids), bool)); self._dl.extend(a["lengths"])
-    self._next_key = int(max(self._next_key, live_keys.max(initial=-1) + 1))
+    self._next_key = int(max(self._next_key, k.max(initial=-1) + 1))
     self.key, self._stale = meta.get("key"), True
     return self
 

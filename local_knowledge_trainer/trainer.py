@@ -124,16 +124,17 @@ def _load_vectors(self:KnowledgeTrainer)->tuple:
     if pd is None: return vectors, gen
     gen = self._disk_generation()
     if (pd / PUBLISHED).exists() or any(pd.glob(f"{PUBLISHED}.trash-*")):
-        # the confidence models published with the vectors are read with them: importing 19_confidence (pandas)
-        # registers them, so a base without published vectors (in memory, new) opens without pandas
-        from local_knowledge_trainer.confidence import CONFIDENCE_ARTEFACT
+        # the confidence models published with the vectors are read with them: importing 19_confidence (pandas, SciPy's
+        # statistics: a second at start-up) registers them, so a base that published none opens without them
+        if (pd / PUBLISHED / "confidence.json").exists() or any(pd.glob(f"{PUBLISHED}.trash-*/confidence.json")):
+            from local_knowledge_trainer.confidence import CONFIDENCE_ARTEFACT
         try:
             kb = self.kb   # what this trainer loaded before: segments still published are shared, not read again
             vectors = load_store(pd, expected_model=emb.name, expected_dim=emb.dim, readonly=True,
                                  verify="full" if getattr(self, "_verify_full", False) else True,
                                  previous={"vectors": kb.vectors, "bm25": kb.lexical} if kb is not None else None)
             gen = int((getattr(vectors, "manifest", None) or {}).get("generation") or 0)
-            self._saved_models = (getattr(vectors, "extra", None) or {}).get(CONFIDENCE_ARTEFACT.name)
+            self._saved_models = (getattr(vectors, "extra", None) or {}).get("confidence")
         except IndexMismatchError as e:
             if not self._rebuild_requested:
                 raise mismatch_error(pd, e, self.embedder_name, self.language,

@@ -254,7 +254,9 @@ class FaissHNSWStore(_RowIds, VectorStore):
 
     def _own_graph(self):
         "Before the graph is written in place: copy it if another store reads it too."
-        if self._shared: self.index, self._shared = self._faiss.clone_index(self.index), False
+        if self._shared:   # a copy it owns (a clone of a mapped graph would still view the mapping)
+            self.index = self._faiss.deserialize_index(self._faiss.serialize_index(self.index)); self._shared = False
+            self.index.hnsw.efSearch = self.ef_search
 
     def merge(self):
         "Add the tail's vectors to the graph (the next publish writes the whole graph)."
@@ -354,14 +356,16 @@ class FaissHNSWStore(_RowIds, VectorStore):
             rows = _read_ids(d, tombstones=True)
             f = d / "index.faiss"
             _check_hnsw_file(f, len(rows), dim)     # structure first: faiss trusts the lengths and ids inside the file
-            try: index = s._faiss.read_index(str(f))
+            # mapped from the published file, not read into memory (0.07 s instead of 2.5 s at a million rows); the
+            # mapping is read-only, so the store treats the graph as shared and copies it before writing it in place
+            try: index = s._faiss.read_index(str(f), getattr(s._faiss, "IO_FLAG_MMAP_IFC", 0))
             except Exception as e:                   # RuntimeError, MemoryError, anything the C++ reader throws
                 raise IndexCorruptedError(f"{f}: unreadable FAISS index ({type(e).__name__}: {str(e)[:200]}); "
                                           f"{_FIX}.") from e
             if not isinstance(index, s._faiss.IndexHNSWFlat) or index.ntotal != len(rows) or index.d != dim:
                 raise IndexCorruptedError(f"{d}: index.faiss holds {index.ntotal}×{index.d} vectors but ids.json lists "
                                           f"{len(rows)} rows of dim {dim}")
-            s.index, s._base_rows = index, rows
+            s.index, s._base_rows, s._shared = index, rows, True
             s.index.hnsw.efSearch = s.ef_search
         s._rows = list(s._base_rows); s._dead = {r for r, i in enumerate(s._rows) if i is None}
         if (d / "tail_ids.json").exists(): _read_tail(s, d, dim)
