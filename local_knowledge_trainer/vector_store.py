@@ -254,9 +254,15 @@ class FaissHNSWStore(_RowIds, VectorStore):
 
     def _own_graph(self):
         "Before the graph is written in place: copy it if another store reads it too."
-        if self._shared:   # a copy it owns (a clone of a mapped graph would still view the mapping)
-            self.index = self._faiss.deserialize_index(self._faiss.serialize_index(self.index)); self._shared = False
-            self.index.hnsw.efSearch = self.ef_search
+        if not self._shared: return
+        f, ino = getattr(self, "_mapped", (None, None))
+        try: same = f is not None and (os.stat(f).st_ino, os.stat(f).st_dev) == ino
+        except OSError: same = False
+        if same:   # read again from the file it maps: one copy in memory, not a serialised one beside it
+            self.index = self._faiss.read_index(f)
+        else:   # a copy it owns (a clone of a mapped graph would still view the mapping)
+            self.index = self._faiss.deserialize_index(self._faiss.serialize_index(self.index))
+        self.index.hnsw.efSearch, self._shared, self._mapped = self.ef_search, False, (None, None)
 
     def merge(self):
         "Add the tail's vectors to the graph (the next publish writes the whole graph)."
@@ -366,6 +372,7 @@ class FaissHNSWStore(_RowIds, VectorStore):
                 raise IndexCorruptedError(f"{d}: index.faiss holds {index.ntotal}×{index.d} vectors but ids.json lists "
                                           f"{len(rows)} rows of dim {dim}")
             s.index, s._base_rows, s._shared = index, rows, True
+            s._mapped = (str(f), (os.stat(f).st_ino, os.stat(f).st_dev))   # the file the graph maps
             s.index.hnsw.efSearch = s.ef_search
         s._rows = list(s._base_rows); s._dead = {r for r, i in enumerate(s._rows) if i is None}
         if (d / "tail_ids.json").exists(): _read_tail(s, d, dim)
