@@ -129,7 +129,7 @@ def segments_check(kb, # the `KnowledgeBase`
     if lex is not None and lex.main_rows:
         cap = tail_limit(lex.main_rows)
         parts.append(f"BM25: a main segment of {lex.main_rows:,} rows, a tail of {len(lex.tail_ids()):,} (merged past "
-                     f"{cap:,.0f})")
+                     f"{cap:,})")
     return finding("segments", True, "; ".join(parts) or "exact vectors, saved whole with every publish")
 
 # %% ../nbs/20e_doctor.ipynb #6d0f78dd

@@ -17,9 +17,9 @@ from fastcore.basics import patch, store_attr
 from fastcore.meta import delegates
 
 from .core import Chunk, LKTError
-from .lexical import (BM25Index, tokenize, query_language, okapi_idf, okapi_tf, term_matrix,
-                                             top_positions)
-from .vector_store import make_vector_store
+from .lexical import (BM25Index, BM25_ARTEFACT, tokenize, query_language, okapi_idf, okapi_tf,
+                                             term_matrix, top_positions)
+from .vector_store import VECTORS, make_vector_store
 from .retrieval import Retriever, rrf_fuse
 from .filters import check_where, where_matches, where_counts, empty_filter_error
 
@@ -301,8 +301,8 @@ def _aligned(ids:list, by:dict)->list:
 @patch
 def snapshot(self:KnowledgeBase)->Snapshot:
     "The current state of the base as aligned arrays (cached until `add`, `remove` or a change of the store's version)."
+    if (snap := self.current_snapshot()) is not None: return snap
     at = (self.generation, getattr(self.store, "version", None))
-    if self._snap is not None and at[1] is not None and self._snap_at == at: return self._snap
     ids = sorted(self.store.chunk_ids())
     key = hashlib.sha256(("\n".join(ids) + "|" + self.embedder.name).encode()).hexdigest()[:16]
     if self._snap is None or self._snap.key != key:
@@ -313,6 +313,11 @@ def snapshot(self:KnowledgeBase)->Snapshot:
                               sources=(lambda: _aligned(ids, dict(src()))) if src else None)
     self._snap_at = at
     return self._snap
+
+@patch
+def loaded_parts(self:KnowledgeBase)->dict:
+    "The published artefacts this base holds in memory, by artefact name: what a reload of the same base may share."
+    return {VECTORS.name: self.vectors, BM25_ARTEFACT.name: self.lexical}
 
 @patch
 def current_snapshot(self:KnowledgeBase)->Optional[Snapshot]:

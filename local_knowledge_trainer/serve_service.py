@@ -216,7 +216,7 @@ class _Service:
     def _open_served(self, key)->_Served:
         "Open a reader on the published base, pin its snapshot and warm it (model, retriever, confidence calibration)."
         old = getattr(self, "served", None)   # the reader it replaces: its unchanged segments are shared, not read again
-        with reusing({"vectors": old.kt.vectors, "bm25": old.kt.lexical} if old is not None else None): kt = self._trainer()
+        with reusing(old.kt.kb.loaded_parts() if old is not None else None): kt = self._trainer()
         _pin(kt.store)
         answerer = kt
         if self.llm is not None:

@@ -132,7 +132,7 @@ def _load_vectors(self:KnowledgeTrainer)->tuple:
             kb = self.kb   # what this trainer loaded before: segments still published are shared, not read again
             vectors = load_store(pd, expected_model=emb.name, expected_dim=emb.dim, readonly=True,
                                  verify="full" if getattr(self, "_verify_full", False) else True,
-                                 previous={"vectors": kb.vectors, "bm25": kb.lexical} if kb is not None else None)
+                                 previous=kb.loaded_parts() if kb is not None else None)
             gen = int((getattr(vectors, "manifest", None) or {}).get("generation") or 0)
             self._saved_models = (getattr(vectors, "extra", None) or {}).get("confidence")
         except IndexMismatchError as e:

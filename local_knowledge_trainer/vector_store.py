@@ -93,6 +93,10 @@ class VectorStore:
         "Write the backend's files and store.json into `dir` (no manifest, not atomic: see save_store)."
         d = Path(dir); d.mkdir(parents=True, exist_ok=True)
         with self._lock: self._save_files(d)
+        self._save_meta(d)
+
+    def _save_meta(self, d:Path):
+        "store.json: the backend kind, dimension and parameters."
         (d / "store.json").write_text(json.dumps({"kind": self.kind, "dim": self.dim, "params": self.params()}))
 
     @classmethod
@@ -123,6 +127,14 @@ class _RowIds:
         return [self._pos[i] for i in ids]
 
 # %% ../nbs/05_vector_store.ipynb #b613d230
+def _append_rows(buf:np.ndarray, n:int, v:np.ndarray)->np.ndarray:
+    "Write `v` after the first `n` rows of `buf`, growing it by half when full (appends cost O(1) per row): the buffer."
+    if n + len(v) > len(buf):
+        new = np.empty((max(n + len(v), int(len(buf) * 1.5), 1024), buf.shape[1]), np.float32)
+        new[:n] = buf[:n]; buf = new
+    buf[n:n + len(v)] = v
+    return buf
+
 def _topk(scores:np.ndarray, k:int)->np.ndarray:
     "Indices of the k largest scores per row, best first, ties by lower index."
     out = []
@@ -148,11 +160,7 @@ class NumpyStore(_RowIds, VectorStore):
             old = [i for i in ids if i in self._pos]
             if old: self.remove(old)
             n = len(self._ids)
-            # grow by half: appends cost O(1) per row, not a copy of the whole matrix
-            if n + len(ids) > len(self._buf):
-                buf = np.empty((max(n + len(ids), int(len(self._buf) * 1.5), 1024), self.dim), np.float32)
-                buf[:n] = self._buf[:n]; self._buf = buf
-            self._buf[n:n + len(ids)] = v
+            self._buf = _append_rows(self._buf, n, v)
             self._pos.update((i, n + j) for j, i in enumerate(ids)); self._ids += ids
 
     def remove(self, ids):
@@ -219,7 +227,7 @@ class FaissHNSWStore(_RowIds, VectorStore):
         # the tail: vectors of the rows after the graph's (exact search); the published graph's SHA-256 (None: unpublished)
         self._tbuf, self.base_sha = np.zeros((0, self.dim), np.float32), None
         # the graph's rows as published (ids.json; shared by a store that reuses the graph), whether the graph is shared
-        self._base_rows, self._shared = None, False
+        self._base_rows, self._shared, self._mapped = None, False, (None, None)   # _mapped: (file, inode) it maps
 
     def params(self): return {"M": self.M, "ef_construction": self.ef_construction, "ef_search": self.ef_search,
                               "rebuild_ratio": self.rebuild_ratio,
@@ -232,13 +240,6 @@ class FaissHNSWStore(_RowIds, VectorStore):
     @property
     def _tail(self)->np.ndarray: return self._tbuf[:self.n_tail]   # the tail's vectors (a view of its buffer)
 
-    def _tail_add(self, v:np.ndarray):
-        "Append vectors to the tail's buffer (it grows by half: appends cost O(1) per row, not a copy of the tail)."
-        n = self.n_tail
-        if n + len(v) > len(self._tbuf):
-            buf = np.empty((max(n + len(v), int(len(self._tbuf) * 1.5), 256), self.dim), np.float32)
-            buf[:n] = self._tbuf[:n]; self._tbuf = buf
-        self._tbuf[n:n + len(v)] = v
 
     def add(self, ids, vectors):
         ids, v = self._check_add(ids, vectors)
@@ -246,7 +247,7 @@ class FaissHNSWStore(_RowIds, VectorStore):
             self._tombstone([i for i in ids if i in self._pos])
             start = len(self._rows)
             if self.base_sha is None: self._own_graph(); self.index.add(v)   # nothing published to keep: into the graph
-            else: self._tail_add(v)
+            else: self._tbuf = _append_rows(self._tbuf, self.n_tail, v)
             self._rows += ids
             self._pos.update((i, start + n) for n, i in enumerate(ids))
             if self.n_tail > tail_limit(self.n_graph): self.merge()   # rows added to a published graph: exact until then
@@ -255,7 +256,7 @@ class FaissHNSWStore(_RowIds, VectorStore):
     def _own_graph(self):
         "Before the graph is written in place: copy it if another store reads it too."
         if not self._shared: return
-        f, ino = getattr(self, "_mapped", (None, None))
+        f, ino = self._mapped
         try: same = f is not None and (os.stat(f).st_ino, os.stat(f).st_dev) == ino
         except OSError: same = False
         if same:   # read again from the file it maps: one copy in memory, not a serialised one beside it
@@ -795,7 +796,7 @@ def _delta_vectors(store:VectorStore, d:Path, prev)->Optional[dict]:
     if g is None or g.base_sha is None or prev.manifest["files"].get("index.faiss") != g.base_sha: return None
     if not prev.keep("index.faiss", "ids.json"): return None
     with store._lock: g._save_tail(d)
-    (d / "store.json").write_text(json.dumps({"kind": store.kind, "dim": store.dim, "params": store.params()}))
+    store._save_meta(d)
     return _fields(store)
 
 def _load_vectors(d:Path, m:dict, previous:VectorStore=None, **kw)->VectorStore:

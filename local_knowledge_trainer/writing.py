@@ -262,7 +262,7 @@ def merge_segments(self:WriteProtocol)->dict:
         g, lex = graph_of(self.vectors), self.kb.lexical
         done = {"vector_tail_rows": g.n_tail if g is not None else 0, "vector_tombstones": g.n_tombstones if g is not None else 0,
                 "bm25_tail_rows": len(lex.tail_ids()) if lex is not None else 0}
-        if g is not None and (g.n_tail or g.base_sha is not None): g.merge(); g.base_sha = None
-        if lex is not None: lex.merge(); lex.main_sha = None
+        if g is not None: g.merge()   # the graph is then no longer the published one: the publish writes it whole
+        if lex is not None: lex.merge(); lex.main_sha = None   # nothing to merge still means: written whole
         self._dirty = self.persist_dir is not None
     return done
