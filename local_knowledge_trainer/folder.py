@@ -70,8 +70,10 @@ class Artefact:
     fallback:str=""  # what a base does without it when it cannot be used (e.g. "it is rebuilt from the evidence store")
     describe:Callable=None  # describe(kb, obj) -> doctor's line about the one a base loaded or saved (None: not listed)
     apply:Callable=None  # apply(kb, obj): put a loaded one to use in the opened base (None: its owner reads `parts`)
-    delta:Callable=None  # delta(obj, staging, prev): keep the published files that did not change (`Previous.keep`), write the rest -> manifest fields; None: save it whole
-    published:Callable=None  # published(obj, manifest): told the generation it was just published in (what a delta keeps next)
+    # delta(obj, staging, prev): keep the published files that did not change (`Previous.keep`), write the rest
+    # -> manifest fields; None: save it whole
+    delta:Callable=None
+    published:Callable=None  # published(obj, manifest): told the generation it was published in (what a delta keeps)
     reuses:bool=False  # its load takes `previous=`: the object an earlier load gave, to share what did not change
 
 ARTEFACTS = {}  # name -> Artefact, in registration order (the order they are written and read)
@@ -227,7 +229,8 @@ def check_hashes(d:Path, # the published folder
                                       "repair with `lkt doctor --repair`.")
 
 # %% ../nbs/03b_folder.ipynb #1ebe957a
-# rows a segmented artefact adds (or tombstones) after its main segment before it merges them: max(TAIL_MIN, TAIL_RATIO × main)
+# rows a segmented artefact adds (or tombstones) after its main segment before it merges them:
+# max(TAIL_MIN, TAIL_RATIO × main)
 TAIL_MIN, TAIL_RATIO = 1000, 0.02
 
 def tail_limit(main_rows:int, # rows of the main segment (the HNSW graph, BM25's by-term matrix)
@@ -245,7 +248,7 @@ class Previous:
 
     def keep(self, *names:str, # files of the published generation
             )->bool:
-        "Hard-link published files into staging (copies where links are refused), their hashes reused; False (none kept) when one is not published."
+        "Hard-link published files into staging (copied where links are refused), hashes reused; False if one is gone."
         if not all(n in self.manifest["files"] and (self.path / n).is_file() for n in names): return False
         for n in names:
             try: os.link(self.path / n, self.staging / n)
@@ -397,7 +400,7 @@ def load_generation(persist_dir, # knowledge-base directory
                     schema:type=GenerationManifest, # the schema the manifest must satisfy
                     check:Callable=None, # check(folder, manifest) refuses a generation before its files are hashed
                     options:dict=None, # {artefact name: keyword arguments of its `load`}
-                    previous:dict=None, # {artefact name: what an earlier load of this base gave}: shared where unchanged
+                    previous:dict=None, # {artefact: what an earlier load of this base gave}: shared where unchanged
                    )->Generation:
     "The published generation after checking its schema, format, `check` and hashes; again if a publish intervened."
     base = Path(persist_dir)

@@ -17,7 +17,8 @@ from fastcore.basics import patch, store_attr
 from fastcore.meta import delegates
 
 from .core import Chunk, LKTError
-from .lexical import (BM25Index, BM25_ARTEFACT, tokenize, query_language, okapi_idf, okapi_tf,
+from .bm25_files import BM25_ARTEFACT
+from .lexical import (BM25Index, tokenize, query_language, okapi_idf, okapi_tf,
                                              term_matrix, top_positions)
 from .vector_store import VECTORS, make_vector_store
 from .retrieval import Retriever, rrf_fuse

@@ -16,7 +16,7 @@ from .core import read_json
 PUBLISHED = "vector_store"  # the published generation's folder (format 1)
 MANIFEST = "manifest.json"  # its manifest: fields, every file's hash, the generation number
 SERVE_RECORD = "serve.json"  # the record `lkt serve` keeps in the base folder (host, port, pid, generation)
-WATCH_STATE = "watch.json"  # what `lkt watch` keeps in the base folder (folders, files seen, process, last publish, error)
+WATCH_STATE = "watch.json"  # what `lkt watch` keeps in the base (folders, files seen, process, last publish, error)
 
 # %% ../nbs/00b_layout.ipynb #6673ef21
 def manifest_generation(persist_dir, # a base folder

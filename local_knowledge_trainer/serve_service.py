@@ -215,7 +215,7 @@ class _Service:
 
     def _open_served(self, key)->_Served:
         "Open a reader on the published base, pin its snapshot and warm it (model, retriever, confidence calibration)."
-        old = getattr(self, "served", None)   # the reader it replaces: its unchanged segments are shared, not read again
+        old = getattr(self, "served", None)   # the reader it replaces: its unchanged segments are shared, not re-read
         with reusing(old.kt.kb.loaded_parts() if old is not None else None): kt = self._trainer()
         _pin(kt.store)
         answerer = kt

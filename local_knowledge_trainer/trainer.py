@@ -157,7 +157,7 @@ def _recorded_fusion(self:KnowledgeTrainer, kb, recorded:dict)->Optional[dict]:
 def _load(self:KnowledgeTrainer):
     "(Re)open the base as it is on disk: store, published vectors, BM25, confidence models, fusion; never writes."
     from local_knowledge_trainer.index import KnowledgeBase  # BM25 (scipy): by the first trainer, not on import
-    from local_knowledge_trainer.lexical import checked_bm25
+    from local_knowledge_trainer.bm25_files import checked_bm25
     pd = self.persist_dir
     store, self.vector_error, self._model_mismatch, self._saved_models = self._open_store(), None, False, None
     vectors, gen = self._load_vectors()
@@ -370,7 +370,7 @@ def _files_of(self:KnowledgeTrainer, parser:DocumentParser, paths:list)->list:
 
 @patch
 def _gone(self:KnowledgeTrainer, paths:list, sync:bool, removals, keep:set)->list:
-    "Stored sources an ingest removes: those under `paths` whose files are gone (`sync`), and `removals` (not in `keep`)."
+    "Stored sources an ingest removes: those under `paths` whose files are gone (`sync`), and `removals` not in `keep`."
     persisted, out = self.persist_dir is not None, []
     if sync: out = [s for p in paths for s in vanished(self.store, p, self.root, persisted)]
     if removals:

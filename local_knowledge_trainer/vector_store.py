@@ -4,196 +4,30 @@
 
 # %% auto #0
 __all__ = ['DEFAULT_EF_SEARCH', 'DEFAULT_EF_CONSTRUCTION', 'CALIBRATE_TARGET', 'EF_STEPS', 'CALIBRATE_MIN_GAIN', 'EXACT_MAX',
-           'BACKEND_ALIASES', 'VECTORS', 'VectorStore', 'NumpyStore', 'FaissHNSWStore', 'ChromaStore', 'AutoStore',
-           'backend_kind', 'make_vector_store', 'NumpyParams', 'FaissParams', 'ChromaParams', 'AutoParams', 'StoreFile',
-           'ManifestFile', 'IdsFile', 'graph_of', 'save_store', 'load_store', 'hnsw_recall']
+           'BACKEND_ALIASES', 'VECTORS', 'FaissHNSWStore', 'ChromaStore', 'AutoStore', 'backend_kind',
+           'make_vector_store', 'FaissParams', 'ChromaParams', 'AutoParams', 'ManifestFile', 'graph_of', 'save_store',
+           'load_store', 'hnsw_recall']
 
 # %% ../nbs/05_vector_store.ipynb #aa4c4d9b
-import hashlib, json, mmap, os, re, shutil, struct, threading, time, uuid, warnings
+import hashlib, json, mmap, os, re, shutil, struct, time, uuid, warnings
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
 import numpy as np
 from fastcore.basics import patch
-from pydantic import Field, RootModel, ConfigDict, field_validator
+from pydantic import Field, ConfigDict, field_validator
 
 from .core import JSON_MAX, LIST_MAX, NPY_HEADER_MAX, LKTError, check_regular, load_npy
 from .core import open_regular, read_json, read_regular
 from .core import sha256_file as _sha256_file
-from .persist import Strict, check_data, read_checked
+from .persist import Strict, read_checked
 from .folder import FIX as _FIX, FORMAT_VERSION, VERIFY_FULL_MAX, Artefact
 from .layout import MANIFEST
 from .folder import GenerationManifest, IndexCorruptedError, IndexMismatchError
 from .folder import load_generation, publish_generation, register, tail_limit
-
-# %% ../nbs/05_vector_store.ipynb #9ba3ac79
-def _normalise(v:np.ndarray)->np.ndarray:
-    v = np.ascontiguousarray(v, dtype=np.float32)
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    return v / np.where(n > 0, n, 1)
-
-class VectorStore:
-    "Abstract cosine-similarity vector store: add/remove/search by string id, save/load."
-    kind = "abstract"
-    def __init__(self, dim:int):
-        if not isinstance(dim, (int, np.integer)) or dim <= 0:
-            raise LKTError(f"vector store dimension must be a positive int, got {dim!r}")
-        self.dim, self._lock = int(dim), threading.RLock()
-
-    # --- argument checks shared by every backend ---
-    def _check_add(self, ids, vectors):
-        ids = [str(i) for i in ids]
-        v = np.asarray(vectors, dtype=np.float32)
-        if v.ndim == 1 and len(ids) == 1: v = v[None]
-        if v.ndim != 2 or v.shape[1] != self.dim:
-            raise IndexMismatchError(f"{self.kind} store has dimension {self.dim} but got vectors of shape {v.shape}; "
-                                     "embed with the store's model or re-embed everything with "
-                                     "`lkt ingest PATH --rebuild`.")
-        if v.shape[0] != len(ids): raise LKTError(f"add(): {len(ids)} ids but {v.shape[0]} vectors")
-        if len(set(ids)) != len(ids): raise LKTError("add(): duplicate ids in one call")
-        if not np.isfinite(v).all(): raise LKTError("add(): vectors contain NaN or infinity")
-        return ids, _normalise(v)
-
-    def _check_query(self, q):
-        q = np.asarray(q, dtype=np.float32)
-        single = q.ndim == 1
-        q = q[None] if single else q
-        if q.ndim != 2 or q.shape[1] != self.dim:
-            raise IndexMismatchError(f"query of shape {np.shape(q)} against a {self.dim}-dimensional "
-                                     f"{self.kind} store; "
-                                     "use the model the index was built with.")
-        return _normalise(q), single
-
-    # --- to implement ---
-    def add(self, ids:list, vectors:np.ndarray): raise NotImplementedError
-    def remove(self, ids:list)->int: raise NotImplementedError
-    def _search(self, q:np.ndarray, k:int)->list: raise NotImplementedError
-    def ids(self)->list: raise NotImplementedError
-    def get_vectors(self, ids:list)->np.ndarray: raise NotImplementedError
-    def params(self)->dict: return {}
-    def _save_files(self, d:Path): raise NotImplementedError
-    @classmethod
-    def _load_files(cls, d:Path, dim:int, params:dict): raise NotImplementedError
-
-    def search(self, query:np.ndarray, # one query (dim,) or a batch (m, dim)
-               k:int=10, # neighbours per query
-              )->list:
-        "Top-k (id, cosine) pairs, best first: a list for a 1-D query, a list of lists for a 2-D batch."
-        q, single = self._check_query(query)
-        k = min(int(k), len(self))
-        res = [[] for _ in range(len(q))] if k <= 0 else self._search(q, k)
-        return res[0] if single else res
-
-    def __len__(self): return len(self.ids())
-    def __contains__(self, id): return id in set(self.ids())
-    def __repr__(self): return f"{type(self).__name__}(dim={self.dim}, n={len(self)}, {self.params()})"
-
-    def save(self, dir:str, # directory to write (created)
-            ):
-        "Write the backend's files and store.json into `dir` (no manifest, not atomic: see save_store)."
-        d = Path(dir); d.mkdir(parents=True, exist_ok=True)
-        with self._lock: self._save_files(d)
-        self._save_meta(d)
-
-    def _save_meta(self, d:Path):
-        "store.json: the backend kind, dimension and parameters."
-        (d / "store.json").write_text(json.dumps({"kind": self.kind, "dim": self.dim, "params": self.params()}))
-
-    @classmethod
-    def load(cls, dir:str, # a directory written by save()
-             **kw)->"VectorStore":
-        "Load a store saved with save(); on the base class, the backend named in store.json (schema-checked)."
-        d = Path(dir)
-        meta = read_checked(d / "store.json", StoreFile, IndexCorruptedError, fix=_FIX)
-        if meta is None: raise IndexCorruptedError(f"{d}: not a saved vector store (no store.json); {_FIX}.")
-        target = cls if cls is not VectorStore else _backend(meta.kind)
-        # chroma saves numpy files
-        if target.kind != meta.kind and not (target is NumpyStore and meta.kind == "chroma"):
-            raise IndexMismatchError(f"{d}: store.json holds a {meta.kind!r} store, not {target.kind!r}.")
-        params = (check_data(meta.params, _PARAMS[target.kind], str(d / "store.json"), IndexCorruptedError, _FIX,
-                             "params.") if target.kind == meta.kind else _PARAMS[target.kind]())
-        return target._load_files(d, meta.dim, {**params.model_dump(), **kw})
-
-# %% ../nbs/05_vector_store.ipynb #4b8da920
-class _RowIds:
-    "Mixin for stores whose `_pos` maps each live id to its row: `len`, `in` and the id → row lookup."
-    def __len__(self): return len(self._pos)
-    def __contains__(self, id): return id in self._pos
-
-    def _rows_of(self, ids)->list:
-        "The rows of `ids`, in order; KeyError naming the first unknown ids."
-        missing = [i for i in ids if i not in self._pos]
-        if missing: raise KeyError(f"unknown ids: {missing[:5]}")
-        return [self._pos[i] for i in ids]
-
-# %% ../nbs/05_vector_store.ipynb #b613d230
-def _append_rows(buf:np.ndarray, n:int, v:np.ndarray)->np.ndarray:
-    "Write `v` after the first `n` rows of `buf`, growing it by half when full (appends cost O(1) per row): the buffer."
-    if n + len(v) > len(buf):
-        new = np.empty((max(n + len(v), int(len(buf) * 1.5), 1024), buf.shape[1]), np.float32)
-        new[:n] = buf[:n]; buf = new
-    buf[n:n + len(v)] = v
-    return buf
-
-def _topk(scores:np.ndarray, k:int)->np.ndarray:
-    "Indices of the k largest scores per row, best first, ties by lower index."
-    out = []
-    for s in scores:
-        part = np.argpartition(-s, k - 1)[:k] if k < len(s) else np.arange(len(s))
-        out.append(part[np.lexsort((part, -s[part]))])
-    return out
-
-class NumpyStore(_RowIds, VectorStore):
-    "Exact inner-product search over an in-memory float32 matrix (the reference backend)."
-    kind = "numpy"
-    def __init__(self, dim:int, # vector dimension
-                ):
-        super().__init__(dim)
-        self._ids, self._pos, self._buf = [], {}, np.zeros((0, self.dim), np.float32)
-
-    @property
-    def _X(self)->np.ndarray: return self._buf[:len(self._ids)]   # the live rows (a view: no copy)
-
-    def add(self, ids, vectors):
-        ids, v = self._check_add(ids, vectors)
-        with self._lock:
-            old = [i for i in ids if i in self._pos]
-            if old: self.remove(old)
-            n = len(self._ids)
-            self._buf = _append_rows(self._buf, n, v)
-            self._pos.update((i, n + j) for j, i in enumerate(ids)); self._ids += ids
-
-    def remove(self, ids):
-        with self._lock:
-            drop = np.fromiter({self._pos[i] for i in ids if i in self._pos}, np.int64)
-            if len(drop):
-                keep = np.ones(len(self._ids), bool); keep[drop] = False
-                self._buf = np.ascontiguousarray(self._X[keep]); self._ids = [i for i, m in zip(self._ids, keep) if m]
-                self._pos = {i: n for n, i in enumerate(self._ids)}
-            return len(drop)
-
-    def _search(self, q, k):
-        with self._lock:
-            S = q @ self._X.T
-            return [[(self._ids[j], float(s[j])) for j in top] for s, top in zip(S, _topk(S, k))]
-
-    def ids(self): return list(self._ids)
-
-    def get_vectors(self, ids):
-        with self._lock: return self._X[self._rows_of(ids)].reshape(len(ids), self.dim)
-
-    def _save_files(self, d):
-        (d / "ids.json").write_text(json.dumps(self._ids))
-        with open(d / "vectors.npy", "wb") as f: np.save(f, self._X, allow_pickle=False)
-
-    @classmethod
-    def _load_files(cls, d, dim, params):
-        s = cls(dim)
-        ids = _read_ids(d)
-        X = _read_vectors(d / "vectors.npy", len(ids), dim)
-        if len(ids): s._ids, s._buf = list(ids), np.ascontiguousarray(X)
-        s._pos = {i: n for n, i in enumerate(s._ids)}
-        return s
+from .vector_base import _normalise, VectorStore, _RowIds, _append_rows, _topk, NumpyStore
+from .vector_base import _DIM, NumpyParams, StoreFile, IdsFile, _read_ids, _read_vectors
+from .vector_base import _PARAMS, _BACKENDS
 
 # %% ../nbs/05_vector_store.ipynb #eb8adb6e
 # smallest tried efSearch with recall@10 ≥ 0.95 on CISI/MiniLM *and* on the harder synthetic set below
@@ -224,7 +58,8 @@ class FaissHNSWStore(_RowIds, VectorStore):
         self.index.hnsw.efSearch = self.ef_search
         # row -> id|None, id -> row, tombstoned rows, their search filter
         self._rows, self._pos, self._dead, self._sel = [], {}, set(), None
-        # the tail: vectors of the rows after the graph's (exact search); the published graph's SHA-256 (None: unpublished)
+        # the tail: vectors of the rows after the graph's (exact search);
+        # the published graph's SHA-256 (None: unpublished)
         self._tbuf, self.base_sha = np.zeros((0, self.dim), np.float32), None
         # the graph's rows as published (ids.json; shared by a store that reuses the graph), whether the graph is shared
         self._base_rows, self._shared, self._mapped = None, False, (None, None)   # _mapped: (file, inode) it maps
@@ -250,7 +85,8 @@ class FaissHNSWStore(_RowIds, VectorStore):
             else: self._tbuf = _append_rows(self._tbuf, self.n_tail, v)
             self._rows += ids
             self._pos.update((i, start + n) for n, i in enumerate(ids))
-            if self.n_tail > tail_limit(self.n_graph): self.merge()   # rows added to a published graph: exact until then
+            # rows added to a published graph: exact until then
+            if self.n_tail > tail_limit(self.n_graph): self.merge()
             self._maybe_rebuild()
 
     def _own_graph(self):
@@ -583,8 +419,9 @@ def backend_kind(kind:str, # a vector store kind or alias: auto, faiss (hnsw), c
         raise LKTError(f"unknown vector store kind {kind!r}: use 'auto', 'faiss', 'chroma' (or 'chromadb') or 'numpy'.")
     return k
 
-def _backend(kind:str):
-    return {"numpy": NumpyStore, "faiss": FaissHNSWStore, "chroma": ChromaStore, "auto": AutoStore}[backend_kind(kind)]
+_BACKENDS.update(faiss=FaissHNSWStore, chroma=ChromaStore, auto=AutoStore)
+
+def _backend(kind:str): return _BACKENDS[backend_kind(kind)]
 
 def make_vector_store(kind:str="auto", # "auto" (exact, HNSW past EXACT_MAX), "faiss" (HNSW), "chroma", "numpy" (exact)
                       dim:int=None, # vector dimension (the embedder's .dim)
@@ -603,11 +440,6 @@ def make_vector_store(kind:str="auto", # "auto" (exact, HNSW past EXACT_MAX), "f
         return NumpyStore(dim)
 
 # %% ../nbs/05_vector_store.ipynb #2d3ecd0a
-_DIM = Field(gt=0, le=65536)
-
-class NumpyParams(Strict):
-    "numpy store: no parameters."
-
 class FaissParams(Strict):
     "FAISS HNSW parameters as saved in store.json."
     M:int=Field(32, ge=2, le=512)
@@ -627,13 +459,7 @@ class AutoParams(FaissParams):
     active:Literal["numpy", "faiss"]="numpy"
     auto_ef:bool=True
 
-_PARAMS = {"numpy": NumpyParams, "faiss": FaissParams, "chroma": ChromaParams, "auto": AutoParams}
-
-class StoreFile(Strict):
-    "vector_store/store.json: backend kind, dimension and parameters."
-    kind:Literal["numpy", "faiss", "chroma", "auto"]
-    dim:int=_DIM
-    params:dict[str, Any]={}
+_PARAMS.update(faiss=FaissParams, chroma=ChromaParams, auto=AutoParams)
 
 class ManifestFile(GenerationManifest):
     "vector_store/manifest.json when it holds vectors: the generation's fields (`folder`) and what the vectors record."
@@ -645,43 +471,8 @@ class ManifestFile(GenerationManifest):
     params:dict[str, Any]={}
     ids_sha256:str=Field(pattern=r"^[0-9a-f]{64}$")
 
-class IdsFile(RootModel):
-    "ids.json: the row → chunk id list (`null` = a FAISS tombstone)."
-    model_config = ConfigDict(strict=True)
-    root:list[Optional[str]]
-
-def _read_ids(d:Path, tombstones:bool=False)->list:
-    "ids.json of a saved store, checked: strings (or null tombstones for FAISS), no duplicates."
-    f = d / "ids.json"
-    ids = read_checked(f, IdsFile, IndexCorruptedError, fix=_FIX, max_bytes=LIST_MAX, what="an id list")
-    if ids is None: raise IndexCorruptedError(f"{f}: missing; {_FIX}.")
-    ids = ids.root
-    live = [i for i in ids if i is not None]
-    if not tombstones and len(live) != len(ids):
-        raise IndexCorruptedError(f"{f}: null ids in a {d.name} store that has no tombstones; {_FIX}.")
-    if len(set(live)) != len(live): raise IndexCorruptedError(f"{f}: duplicate ids; {_FIX}.")
-    return ids
-
-def _read_vectors(f:Path, n:int, dim:int)->np.ndarray:
-    "vectors.npy as a float32 (n, dim) array, checked through a memory map before anything is allocated."
-    try: X = load_npy(f, NPY_HEADER_MAX + 8 * n * dim, f"a vectors.npy of {n} × {dim} numbers", "r",
-                      IndexCorruptedError, _FIX)
-    except FileNotFoundError: raise IndexCorruptedError(f"{f}: missing; {_FIX}.") from None
-    except LKTError: raise
-    except Exception as e:
-        raise IndexCorruptedError(f"{f}: not a readable .npy array ({type(e).__name__}: {str(e)[:200]}); "
-                                  f"{_FIX}.") from None
-    try:
-        if X.dtype.kind != "f" or X.shape != (n, dim):
-            raise IndexCorruptedError(f"{f}: vectors.npy has shape {X.shape} ({X.dtype}), "
-                                      f"expected ({n}, {dim}) floats; {_FIX}.")
-        out = np.array(X, dtype=np.float32, order="C")
-    finally: del X
-    if not np.isfinite(out).all(): raise IndexCorruptedError(f"{f}: vectors.npy holds NaN or infinite values; {_FIX}.")
-    return out
-
 def _read_tail(s, d:Path, dim:int):
-    "Append a published graph's delta (tail_ids.json, tail_vectors.npy, tail_dead.npy) to the loaded store `s`, checked."
+    "Append a published graph's delta (tail_ids.json, tail_vectors.npy, tail_dead.npy) to the loaded `s`, checked."
     f, H = d / "tail_ids.json", len(s._rows)
     ids = read_checked(f, IdsFile, IndexCorruptedError, fix=_FIX, max_bytes=LIST_MAX, what="an id list")
     if ids is None: raise IndexCorruptedError(f"{f}: missing; {_FIX}.")
@@ -800,9 +591,10 @@ def _delta_vectors(store:VectorStore, d:Path, prev)->Optional[dict]:
     return _fields(store)
 
 def _load_vectors(d:Path, m:dict, previous:VectorStore=None, **kw)->VectorStore:
-    "The store published in `d` (files hash-checked; a graph `previous` holds with the same SHA-256 is shared), ids checked."
+    "The store published in `d` (hash-checked; a graph `previous` holds with the same SHA-256 is shared), ids checked."
     kind, g = m["backend"], graph_of(previous) if previous is not None else None
-    if g is not None and kind in ("faiss", "auto") and g.base_sha is not None and g.base_sha == m["files"].get("index.faiss"):
+    if (g is not None and kind in ("faiss", "auto") and g.base_sha is not None
+            and g.base_sha == m["files"].get("index.faiss")):
         kw = {**kw, "graph": g}
     try: s = _backend(kind).load(d, **kw)
     except ImportError as e:

@@ -35,7 +35,7 @@ def _inside(path:str, folder:str)->bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 class FileFilter:
-    "The files of the watched folders a watcher keeps in the base: what `ingest` reads, less temporary files and the base."
+    "The files of the watched folders a watcher keeps in the base: what `ingest` reads, less temporaries and the base."
     def __init__(self, folders:list, # the watched folders
                  include:list=None, # glob patterns a file must match one of (as `ingest`'s, below each folder)
                  exclude:list=None, # glob patterns of files and folders left out (as `ingest`'s)
@@ -268,7 +268,7 @@ def apply(self:FolderWatcher, changed:dict, # the files to ingest: path -> (size
 
 @patch
 def _record(self:FolderWatcher, r, todo:list, changed:dict, gone:list, removals:list, names:dict, g0, t0:float)->dict:
-    "Record a batch in the state: each file's size, mtime and hash (or its error), the counts, the last publish and error."
+    "Record a batch in the state: each file's size, mtime and hash (or error), the counts, the last publish and error."
     kt, failed = self.trainer, {e["source"]: e["reason"] for e in r.errors}
     skipped = {e["source"]: e["reason"] for e in r.skipped}
     files, now = self.state["files"], utc_stamp()
@@ -417,7 +417,7 @@ def start(self:FolderWatcher)->"FolderWatcher":
 @patch
 def stop(self:FolderWatcher, timeout:float=None, # seconds to wait for a batch being written (None: until it ends)
         ):
-    "Stop watching: no new batch starts, the one being written ends, the state is saved (changes left for the next start)."
+    "Stop watching: no new batch starts, the one being written ends, the state is saved (changes wait for a restart)."
     self._stop.set()
     with self._cv: self._cv.notify()
     if self.observer is not None:

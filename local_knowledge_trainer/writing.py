@@ -180,7 +180,7 @@ def _reopen_for_writing(self:WriteProtocol):
     old, kb = self.kb.store, self.kb
     kb.store = self._open_store()
     if kb.store is not old and getattr(old, "path", None) != ":memory:": old.close()
-    from local_knowledge_trainer.lexical import checked_bm25
+    from local_knowledge_trainer.bm25_files import checked_bm25
     lex = kb.lexical
     kb.lexical = checked_bm25(lex, kb.store) if getattr(lex, "content_hashes", None) is not None else lex
     kb._retriever, self._graph_builder, self._graph_fn = None, None, None
@@ -260,7 +260,8 @@ def merge_segments(self:WriteProtocol)->dict:
     "Merge the vectors' tail and BM25's into their main segments now and publish the whole base: what was merged."
     with self._writing("merge segments"):
         g, lex = graph_of(self.vectors), self.kb.lexical
-        done = {"vector_tail_rows": g.n_tail if g is not None else 0, "vector_tombstones": g.n_tombstones if g is not None else 0,
+        done = {"vector_tail_rows": g.n_tail if g is not None else 0,
+                "vector_tombstones": g.n_tombstones if g is not None else 0,
                 "bm25_tail_rows": len(lex.tail_ids()) if lex is not None else 0}
         if g is not None: g.merge()   # the graph is then no longer the published one: the publish writes it whole
         if lex is not None: lex.merge(); lex.main_sha = None   # nothing to merge still means: written whole

@@ -16,10 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LIB = "local_knowledge_trainer"
 PKG = ROOT / LIB
 LAYERS = ["core", "layout", "llm", "text", "chunking", "decoding", "readers", "parser", "store_schema", "filters",
-          "store", "persist", "folder", "e5", "embeddings", "vector_store", "lexical", "retrieval", "index",
-          "stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
-          "contingency", "power", "hypothesis", "golden", "runs", "beir", "entities", "align", "graph", "claims", "probes",
-          "fusion", "gate", "confidence", "diagnostics", "cluster", "answer", "manifest", "sources", "ingest",
+          "okapi", "fts", "store", "persist", "folder", "e5", "embedding_cache", "embeddings", "vector_base",
+          "vector_store", "lexical", "bm25_files", "retrieval", "index", "stat_results", "effect_sizes",
+          "distributions", "signflip", "bootstrap", "multiple_testing", "anova", "contingency", "power", "hypothesis",
+          "golden", "runs", "beir", "entities", "align", "graph", "claims", "probes", "fusion", "gate",
+          "answer_features", "confidence", "diagnostics", "cluster", "answer", "manifest", "sources", "ingest",
           "doctor", "feedback", "forward", "writing", "graph_upkeep", "trainer", "watch", "output", "serve_models",
           "serve_guard", "serve_service", "serve", "cli_config", "cli_client", "cli_render", "cli_commands", "cli"]
 STATS = ["stat_results", "effect_sizes", "distributions", "signflip", "bootstrap", "multiple_testing", "anova",
@@ -198,3 +199,16 @@ def test_console_script_help():
     imported = {l.split("|")[-1].strip() for l in r.stderr.splitlines() if l.startswith("import time:") and "|" in l}
     heavy = sorted({m.split(".")[0] for m in imported} & set(HEAVY_CLI))
     assert not heavy, f"`lkt --help` imported {heavy}"
+
+
+# ---------------------------------------------------------------------------------------------------- module size
+MAX_LINES, MAX_WIDTH = 800, 120      # issue 24's rules: split a module by idea before it passes 800 lines
+
+
+@pytest.mark.parametrize("mod", MODULES)
+def test_module_size(mod):
+    "A module stays under MAX_LINES lines and MAX_WIDTH characters a line (nbdev's `__all__` excepted)."
+    lines = (PKG / f"{mod}.py").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_LINES, f"{mod}.py has {len(lines)} lines (> {MAX_LINES}): split it by idea into a new notebook"
+    wide = [i for i, l in enumerate(lines, 1) if len(l) > MAX_WIDTH and not l.startswith("__all__")]
+    assert not wide, f"{mod}.py lines {wide} are wider than {MAX_WIDTH} characters: wrap them in the notebook"
