@@ -98,13 +98,11 @@ def base_manifest(store, # the `EvidenceStore`
                   generation:int, # the published generation it goes with
                  )->dict:
     "What the persisted base holds: model, dimension, counts, backend, content hashes, fusion record and generation."
-    ids = sorted(store.chunk_ids())
-    docs = [{"source": s, "content_hash": h} for s, (h, _) in sorted(store.document_metadata().items())]   # one read
+    ids, docs = store.chunk_ids(by_id=True), store.document_hashes()   # both in sorted order, read along an index
     return {"format_version": FORMAT_VERSION, "embedding_model": embedder.name, "dim": embedder.dim,
             "vector_backend": vector_backend, "documents": len(docs), "chunks": len(ids),
             "chunk_ids_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
-            "documents_sha256": hashlib.sha256("\n".join(f"{d['source']}:{d['content_hash']}" for d in docs)
-                                               .encode()).hexdigest(),
+            "documents_sha256": hashlib.sha256("\n".join(f"{s}:{h}" for s, h in docs).encode()).hexdigest(),
             "language": language, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
             "fusion": fusion, "updated": utc_now(), "generation": generation}
 

@@ -413,9 +413,15 @@ def iter_chunks(self:EvidenceStore, batch:int=1000)->Iterator[Chunk]:
         last = (rows[-1][2], rows[-1][10])
 
 @patch
-def chunk_ids(self:EvidenceStore)->list:
-    "All chunk ids in stable (source, ord) order."
-    return [r[0] for r in self._rows("SELECT id FROM chunks ORDER BY source, ord")]
+def chunk_ids(self:EvidenceStore, by_id:bool=False, # sorted by id (as Python sorts them), read along the id index
+             )->list:
+    "All chunk ids in stable (source, ord) order, or sorted by id without a sort (the index is in UTF-8 byte order)."
+    return [r[0] for r in self._rows("SELECT id FROM chunks ORDER BY " + ("id" if by_id else "source, ord"))]
+
+@patch
+def document_hashes(self:EvidenceStore)->list:
+    "(source, content hash) of every stored document, sorted by source (what a manifest digests)."
+    return self._rows("SELECT source, content_hash FROM documents ORDER BY source")
 
 @patch
 def chunk_sources(self:EvidenceStore)->list:
