@@ -184,8 +184,12 @@ def _fork_main(self:BM25Index)->BM25Index:
     "A new index holding this one's main segment only (its arrays shared: a merge replaces them, nothing writes them)."
     M, T0 = self._M, len(self._csc.indptr) - 1
     new = BM25Index(self.k1, self.b, self.tokenizer)
-    new._terms = self._terms_list()[:T0]; new._vocab = dict(zip(new._terms, range(T0)))
-    new._rid = self._rid[:M]; new._row = dict(zip(new._rid, range(M)))
+    mc = getattr(self, "_main_maps", None)   # (its counts, row by id, column by term): one main segment's, built once
+    if mc is None or mc[0] is not self._csc or len(mc[1]) != M or len(mc[2]) != T0:
+        mc = (self._csc, dict(zip(self._rid[:M], range(M))), dict(zip(self._terms_list()[:T0], range(T0))))
+    new._terms = self._terms_list()[:T0]; new._vocab = mc[2].copy()   # a copy: the delta's new terms extend it
+    new._rid = self._rid[:M]; new._row = mc[1].copy()
+    new._main_maps = mc
     new._key, new._alive = _Grow(np.int64, np.arange(M)), _Grow(bool, np.ones(M, bool))
     new._dl = _Grow(np.int64, self._dl.v[:M])
     new._M, new._next_key, new._hmain = M, M, self._hmain

@@ -211,9 +211,17 @@ class FaissHNSWStore(_RowIds, VectorStore):
             s.index, s._base_rows, s._shared = index, rows, True
             s._mapped = (str(f), (os.stat(f).st_ino, os.stat(f).st_dev))   # the file the graph maps
             s.index.hnsw.efSearch = s.ef_search
-        s._rows = list(s._base_rows); s._dead = {r for r, i in enumerate(s._rows) if i is None}
+        base = s._base_rows
+        bm = getattr(g, "_base_maps", None) if s._base_rows is getattr(g, "_base_rows", None) else None
+        if bm is None or bm[0] is not base:   # the graph's row of each id and its empty rows, built once per graph
+            bm = (base, {i: r for r, i in enumerate(base) if i is not None}, {r for r, i in enumerate(base) if i is None})
+        s._base_maps, H = bm, len(base)
+        s._rows, s._dead = list(base), set(bm[2])
         if (d / "tail_ids.json").exists(): _read_tail(s, d, dim)
-        s._pos = {i: r for r, i in enumerate(s._rows) if i is not None}
+        s._pos = bm[1].copy()   # then the delta: graph rows tombstoned since, and the tail's rows
+        for r in s._dead - bm[2]:
+            if r < H: s._pos.pop(base[r], None)
+        s._pos.update((i, H + j) for j, i in enumerate(s._rows[H:]) if i is not None)
         if len(s._pos) + len(s._dead) != len(s._rows):
             raise IndexCorruptedError(f"{d}: an id is live both in the graph and in its tail; {_FIX}.")
         return s
