@@ -36,6 +36,7 @@ def _key(k)->bytes:
 _LEGACY = ("CREATE TABLE IF NOT EXISTS emb(model TEXT, chunk_id TEXT, text_hash TEXT, dim INTEGER, vec BLOB, "
            "PRIMARY KEY(model, chunk_id, text_hash)) WITHOUT ROWID")   # the layout before; kept, empty, in every file
 _PAGE = 8192   # page size of a new file: five 384-dimension rows a page (a 4 KB page holds two and wastes a quarter)
+_TRIMMED = 1   # PRAGMA user_version of a file whose owner deletes what it no longer needs (`mark_trimmed`)
 
 class _Mem(OrderedDict):
     "Vectors in memory under their 16-byte keys: a (model, chunk id, text hash) tuple becomes its key on the way in."
@@ -59,6 +60,7 @@ class EmbeddingCache:
             try:
                 self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
                 self.conn.execute(f"PRAGMA page_size={_PAGE}")   # a new file only; an old one keeps its pages
+                self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")   # a new file only (before its first table)
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute(_LEGACY)
                 self.conn.execute("CREATE TABLE IF NOT EXISTS models(id INTEGER PRIMARY KEY, "
@@ -161,12 +163,13 @@ def _migrate(self:EmbeddingCache)->int:
 
 @patch
 def _compact(self:EmbeddingCache):
-    "VACUUM the file, into 8 KB pages when no other connection has it open (leaving WAL needs it alone); WAL after."
+    "VACUUM the file (incremental auto-vacuum from then on), into 8 KB pages when it is alone; WAL after."
     c = self.conn
     try:
         c.execute("PRAGMA busy_timeout=200")
         if c.execute("PRAGMA page_size").fetchone()[0] != _PAGE and \
            c.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete": c.execute(f"PRAGMA page_size={_PAGE}")
+        c.execute("PRAGMA auto_vacuum=INCREMENTAL")   # a file from before has none: VACUUM sets it
         c.execute("VACUUM")
     except sqlite3.OperationalError: pass   # a reader in the way: the freed pages are reused by later rows
     finally:
@@ -211,3 +214,53 @@ def model_vectors(self:EmbeddingCache, model:str, # a model's cache key (the fir
         blobs += [b for (b,) in self.conn.execute("SELECT vec FROM emb WHERE model = ? AND dim = ?", (model, dim))]
     ok = [b for b in blobs if len(b) == 4 * dim]
     return np.frombuffer(b"".join(ok), "<f4").reshape(len(ok), dim).astype(np.float32)
+
+# %% ../nbs/04b_embedding_cache.ipynb #957c7f8f
+@patch
+def delete_many(self:EmbeddingCache, keys:list, # (model, chunk id, text hash) tuples or 16-byte keys
+                reclaim:bool=True, # give the free pages back now (False: call `reclaim` after the last batch)
+               )->int:
+    "Remove `keys` from memory and, in one transaction, from the file: the rows deleted on disk."
+    with self._lock:
+        ds = list(dict.fromkeys(_key(k) for k in keys))
+        for d in ds: self.mem.pop(d, None)
+        if self.conn is None or not ds: return 0
+        self._upgrade()
+        n = 0
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for i in range(0, len(ds), 900):
+                part = ds[i:i + 900]
+                n += self.conn.execute(f"DELETE FROM vectors WHERE key IN ({','.join('?' * len(part))})", part).rowcount
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK"); raise
+        if reclaim: self.reclaim()
+        return n
+
+@patch
+def reclaim(self:EmbeddingCache)->int:
+    "Give the free pages back without blocking readers (a file from before: VACUUM when mostly free): pages given back."
+    with self._lock:
+        c = self.conn
+        if c is None: return 0
+        pages, free = c.execute("PRAGMA page_count").fetchone()[0], c.execute("PRAGMA freelist_count").fetchone()[0]
+        if c.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:   # a file from before: VACUUM rewrites all of it
+            if free * 2 > pages: self._compact()                  # mostly free; else later rows reuse the pages
+        elif free:
+            c.execute("PRAGMA busy_timeout=200")
+            try: c.executescript("PRAGMA incremental_vacuum;"); c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.OperationalError: pass   # another writer in the way: the next delete tries again
+            finally: c.execute("PRAGMA busy_timeout=30000")
+        return pages - c.execute("PRAGMA page_count").fetchone()[0]
+
+@patch(as_prop=True)
+def trimmed(self:EmbeddingCache)->bool:
+    "Whether the file's owner deletes what it no longer needs (`mark_trimmed`); False in memory."
+    return self.conn is not None and self.conn.execute("PRAGMA user_version").fetchone()[0] == _TRIMMED
+
+@patch
+def mark_trimmed(self:EmbeddingCache):
+    "Record in the file that its owner deletes what it no longer needs (PRAGMA user_version)."
+    with self._lock:
+        if self.conn is not None: self.conn.execute(f"PRAGMA user_version={_TRIMMED}")

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['INGEST_BATCH', 'TEXT_PREFIX', 'TEXT_EXT', 'RESERVED', 'check_layer', 'chunking_of', 'same_labels', 'ingest_paths',
-           'ingest_command', 'unread', 'parsed_documents', 'label_document', 'take_document', 'embed_batch',
-           'commit_batch', 'expected_chunks', 'gate_documents', 'vanished', 'remove_sources', 'as_document',
-           'own_labels', 'text_items']
+           'ingest_command', 'unread', 'parsed_documents', 'label_document', 'take_document', 'published_vectors',
+           'embed_batch', 'commit_batch', 'expected_chunks', 'gate_documents', 'vanished', 'remove_sources',
+           'as_document', 'own_labels', 'text_items']
 
 # %% ../nbs/20d_ingest.ipynb #0a84be1e
 import hashlib, json, os, re
@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .core import IngestResult, LKTError, StageProgress
+from .embedding_cache import text_hash
 from .parser import DocumentParser
 from .sources import source_file
 
@@ -144,19 +145,35 @@ def take_document(doc, # a parsed `Document`
     return True
 
 # %% ../nbs/20d_ingest.ipynb #e3b2d4e7
+def published_vectors(store, # the `EvidenceStore` (the content hashes of the stored chunks)
+                      kb, # its `KnowledgeBase` (the vectors of those chunks)
+                      chunks:list, # new or changed documents' chunks
+                     )->dict:
+    "{chunk id: vector} of the `chunks` whose id has a vector in `kb` and whose text is the stored one (same hash)."
+    have = store.content_hashes([c.id for c in chunks if c.id in kb.vectors])
+    ids = list(dict.fromkeys(c.id for c in chunks if have.get(c.id) == text_hash(c.text)))
+    return dict(zip(ids, kb.vectors_of(ids)))
+
 def embed_batch(embedder, # the `Embedder`
                 docs:list, # the batch's new or changed documents
                 rep:Callable, # the ingest's `StageProgress` reporter
                 count:dict, # {"chunks": embedded so far, "total": expected}, updated
+                reuse:Callable=None, # reuse(chunks) -> {chunk id: vector} already published (`published_vectors`)
                )->tuple:
-    "(chunks, vectors) of a batch's documents, embedded through the cache with a progress report every 64 chunks."
+    "(chunks, vectors) of a batch's documents: reused vectors, the rest through the cache (progress every 64 chunks)."
     chunks = [c for d in docs for c in d.chunks]
-    parts = []
+    got = reuse(chunks) if reuse is not None and chunks else {}
+    todo = [i for i, c in enumerate(chunks) if c.id not in got]
+    X = np.zeros((len(chunks), embedder.dim), np.float32)
+    for i, c in enumerate(chunks):
+        if c.id in got: X[i] = got[c.id]
     if chunks: rep("embed", count["chunks"], count["total"], "chunks")
-    for i in range(0, len(chunks), 64):   # a progress report every 64 chunks
-        parts.append(embedder.embed_chunks(chunks[i:i + 64]))
-        count["chunks"] += len(parts[-1]); rep("embed", count["chunks"], count["total"], "chunks")
-    X = np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32)
+    if len(todo) < len(chunks):   # the reused ones count as embedded
+        count["chunks"] += len(chunks) - len(todo); rep("embed", count["chunks"], count["total"], "chunks")
+    for s in range(0, len(todo), 64):   # a progress report every 64 chunks
+        part = todo[s:s + 64]
+        X[part] = embedder.embed_chunks([chunks[i] for i in part])
+        count["chunks"] += len(part); rep("embed", count["chunks"], count["total"], "chunks")
     return chunks, X
 
 def commit_batch(store, # the `EvidenceStore`

@@ -474,6 +474,18 @@ def sources(self:EvidenceStore)->list:
     "All stored sources, sorted."
     return [r[0] for r in self._rows("SELECT source FROM documents ORDER BY source")]
 
+# %% ../nbs/03_store.ipynb #842ac8b8
+@patch
+def content_hashes(self:EvidenceStore, ids:list, # chunk ids (unknown ones are left out)
+                   batch:int=500, # ids a query
+                  )->dict:
+    "{chunk id: SHA-256 of its text as written} of the stored chunks among `ids`, without reading the texts."
+    ids, out = list(dict.fromkeys(ids)), {}
+    for i in range(0, len(ids), batch):
+        out.update(self._rows("SELECT id, content_hash FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                              (json.dumps(ids[i:i + batch]),)))
+    return out
+
 # %% ../nbs/03_store.ipynb #a47788a1
 _WHERE_COL = {"source": "c.source", "format": "d.format", "language": "json_extract(d.metadata, '$.language')",
               "layer": "COALESCE(json_extract(d.metadata, '$.layer'), 'primary')"}

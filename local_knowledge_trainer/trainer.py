@@ -396,7 +396,7 @@ def _progress_to(self:KnowledgeTrainer, fn:Callable=None):
 def _commit_docs(self:KnowledgeTrainer, docs:list, rep:Callable, count:dict, approved:list)->int:
     "Embed and commit a batch of documents (their sources go to `approved`); the chunks stored."
     if not docs: return 0
-    n = commit_batch(self.store, self.kb, docs, *embed_batch(self.embedder, docs, rep, count))
+    n = commit_batch(self.store, self.kb, docs, *embed_batch(self.embedder, docs, rep, count, self._reuse))
     self._dirty = True
     approved.extend(d.source for d in docs)
     return n
@@ -424,7 +424,7 @@ def _gate_and_commit(self:KnowledgeTrainer, gated:list, res:IngestResult, rep:Ca
                      progress:Callable, **gate_kw)->tuple:
     "(stored, approved): the gate tests the candidates together (its error control is over all of them), one batch."
     count["total"] = sum(len(d.chunks) for d in gated)
-    chunks, X = embed_batch(self.embedder, gated, rep, count)
+    chunks, X = embed_batch(self.embedder, gated, rep, count, self._reuse)
     rep.close()   # the gate shows its own stages
     todo, chunks, X = gate_documents(self.kb, gated, chunks, X, res, progress,
                                     **{"show_progress": self.show_progress, **gate_kw})

@@ -214,7 +214,8 @@ class FaissHNSWStore(_RowIds, VectorStore):
         base = s._base_rows
         bm = getattr(g, "_base_maps", None) if s._base_rows is getattr(g, "_base_rows", None) else None
         if bm is None or bm[0] is not base:   # the graph's row of each id and its empty rows, built once per graph
-            bm = (base, {i: r for r, i in enumerate(base) if i is not None}, {r for r, i in enumerate(base) if i is None})
+            bm = (base, {i: r for r, i in enumerate(base) if i is not None},
+                  {r for r, i in enumerate(base) if i is None})
         s._base_maps, H = bm, len(base)
         s._rows, s._dead = list(base), set(bm[2])
         if (d / "tail_ids.json").exists(): _read_tail(s, d, dim)

@@ -16,10 +16,11 @@ from .core import StageProgress, atomic_write_text
 from .store import read_connection
 from .persist import BaseBusyError, WriterLock, remove_hazards
 from .embeddings import EmbeddingCache
+from .embedding_cache import _key
 from .vector_store import VECTORS, graph_of, make_vector_store, save_store
 from .folder import ARTEFACTS, cleanup_leftovers
 from .manifest import base_manifest, manifest_state, recorded_language, utc_now
-from .ingest import INGEST_BATCH
+from .ingest import INGEST_BATCH, published_vectors
 from .sources import source_groups
 
 
@@ -42,6 +43,11 @@ class ReadOnlyCache(EmbeddingCache):
 
     def put_many(self, items):
         with self._lock: self.mem.update(items); self._trim()
+
+    def delete_many(self, keys, reclaim=True):
+        with self._lock:
+            for k in keys: self.mem.pop(_key(k), None)
+            return 0
 
 # %% ../nbs/20i_writing.ipynb #41930fb3
 class WriteProtocol:
@@ -85,11 +91,43 @@ def _publish(self:WriteProtocol):
                extra_hashes={"chunk_ids_sha256": m["chunk_ids_sha256"]}, parts=parts)
     self.vectors.extra, self.vectors.errors = parts, {}   # what is published now
     self.artefact_errors = {}
-    self._generation, self._published = self._disk_generation(), set(self.vectors.ids())
+    old, self._generation, self._published = self._published, self._disk_generation(), set(self.vectors.ids())
     self._write_manifest(m)
     self._dirty, self.pending, self.vector_error, self._model_mismatch = False, {"missing": 0, "extra": 0}, None, False
     self.actions.append(f"published generation {self._generation}: {len(self._published)} vectors and manifest.json")
+    self._trim_cache(old)
 
+# %% ../nbs/20i_writing.ipynb #49930d1d
+@patch
+def _reuse(self:WriteProtocol, chunks:list, # new or changed documents' chunks, about to be embedded
+          )->dict:
+    "The published vectors of `chunks` whose text did not change (`published_vectors`); their published ids noted."
+    self._touched.update(c.id for c in chunks if c.id in self._published)   # trimmed from the cache after the publish
+    return published_vectors(self.store, self.kb, chunks)
+
+@patch
+def _trim_cache(self:WriteProtocol, old:set, # the ids published before this publish
+               ):
+    "Delete from the base's cache file the passage vectors this publish made published (a cache from before: all)."
+    c, touched, self._touched = self.embedder.cache, self._touched, set()
+    if (isinstance(c, ReadOnlyCache) or not isinstance(c, EmbeddingCache) or c.conn is None
+            or os.path.realpath(c.path) != os.path.realpath(self.persist_dir / "cache" / "embeddings.sqlite")): return
+    sweep, new = not c.trimmed, self._published - old
+    m, n, swept = self.embedder._key("passage"), 0, 0
+    try:
+        for ids, is_new in ((sorted(new | (touched & self._published)), True),
+                            (sorted(self._published - new) if sweep else [], False)):
+            for s in range(0, len(ids), INGEST_BATCH):
+                h = self.store.content_hashes(ids[s:s + INGEST_BATCH])
+                k = c.delete_many([(m, i, x) for i, x in h.items()], reclaim=False)
+                n, swept = n + k, swept + (0 if is_new else k)
+        c.reclaim()
+        if sweep: c.mark_trimmed()
+    except sqlite3.Error as e:
+        self.actions.append(f"left the vectors of published chunks in the embedding cache ({e}): they only take space")
+        return
+    if swept: self.actions.append(f"removed {swept} vectors of chunks published before from the embedding cache "
+                                  "(the vector store holds them)")
 
 # %% ../nbs/20i_writing.ipynb #b55d84ea
 @patch
@@ -119,6 +157,7 @@ def _reconcile(self:WriteProtocol):
         kb._changed()
     have = set(kb.vectors.ids())
     extra, missing = sorted(have - S), [i for i in order if i not in have]
+    self._touched.update(i for i in missing if i in self._published)   # re-embedded (a rebuild): trimmed after
     if extra: kb.remove(extra, store=False)
     if self.persist_dir is not None: extra = sorted(set(extra) | (self._published - S))   # dropped when loaded
     with StageProgress(show=self.show_progress and len(missing) > INGEST_BATCH) as rep:
@@ -233,7 +272,7 @@ def _writing(self:WriteProtocol, command:str, # what the write does (shown to a 
         lock = (WriterLock(self.persist_dir, timeout=t, command=command) if self.persist_dir
                 else contextlib.nullcontext())
         with lock:
-            self._write_depth, self.actions, self._dirty = 1, [], False
+            self._write_depth, self.actions, self._dirty, self._touched = 1, [], False, set()
             try:
                 if first is not None: first()
                 if self.persist_dir is not None: self._prepare_write(lock)
