@@ -74,7 +74,7 @@ def unread(store, # the `EvidenceStore`
            res:IngestResult, # the ingest's result: unchanged files are added to `res.unchanged`
           )->tuple:
     "(files to read, every file's {size, mtime_ns}); those stored with the same size, mtime and labels are unchanged."
-    stored, todo, stats, same = store.document_metadata(), [], {}, set()
+    stored, todo, stats, same = store.document_metadata([s for _, s in files]), [], {}, set()
     for p, src in files:
         if src in same: continue   # another path to a file found unchanged (a symlinked repeat): nothing to read
         try: st = os.stat(p); stats[src] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}

@@ -4,16 +4,15 @@
 
 # %% auto #0
 __all__ = ['STOPWORDS', 'TOKENIZER_RULES', 'fold_accents', 'pt_stem', 'tokenize', 'own_words', 'query_language', 'route_language',
-           'describe_tokenizer', 'make_tokenizer', 'BM25Index', 'top_positions', 'explain']
+           'describe_tokenizer', 'make_tokenizer', 'okapi_engine', 'BM25Index', 'top_positions', 'explain']
 
 # %% ../nbs/06_lexical.ipynb #302c9fb5
-import functools, io, itertools, json, os, re, threading, unicodedata, zlib
+import functools, importlib.util, io, itertools, json, os, re, sys, threading, unicodedata, zlib
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 import numpy as np
 import scipy.sparse as sp
-import bm25s, bm25s.stopwords as _bsw
 from fastcore.basics import patch
 
 from .core import JSON_MAX, LIST_MAX, NPY_HEADER_MAX, LKTError, check_regular, load_npy
@@ -26,6 +25,15 @@ from .text import CJK_CLASS, detect_language, match_form
 # (a CJK run, "") or ("", a run of non-CJK word characters)
 _TOKEN_RE = re.compile(rf"([{CJK_CLASS}]+)|([^\W{CJK_CLASS}]+)")
 
+def _bm25s_stopwords():
+    "bm25s's stopword lists, its `stopwords` module read alone: importing bm25s imports numba when installed (0.7 s)."
+    if "bm25s.stopwords" in sys.modules: return sys.modules["bm25s.stopwords"]
+    f = os.path.join(importlib.util.find_spec("bm25s").submodule_search_locations[0], "stopwords.py")
+    spec = importlib.util.spec_from_file_location("_lkt_bm25s_stopwords", f)
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+    return m
+
+_bsw = _bm25s_stopwords()
 STOPWORDS = {"en": frozenset(_bsw.STOPWORDS_EN_PLUS), "pt": frozenset(_bsw.STOPWORDS_PORTUGUESE)}
 _PT_EXTRA = frozenset({"quais", "qual", "onde", "quando", "quantos", "quantas", "quanto", "quem", "como", "porque",
                        "existe", "sobre"})
@@ -184,30 +192,37 @@ def make_tokenizer(**kwargs)->Callable:
     return functools.partial(tokenize, **kw)
 
 # %% ../nbs/06_lexical.ipynb #a1c0ab02
-class _OkapiEngine(bm25s.BM25):
-    "bm25s engine whose precomputed score matrix is exactly rank_bm25's BM25Okapi (`okapi_idf` × `okapi_tf`)."
-    def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=False, leave_progress=False):
-        tf, _, dl = term_matrix(corpus_token_ids, {t: t for t in range(len(unique_token_ids))})
-        return self.scores_from_counts(tf, dl)
+@functools.cache
+def okapi_engine()->type:
+    "The bm25s engine class whose precomputed scores are exactly BM25Okapi's (bm25s imported on first use)."
+    import bm25s
 
-    def scores_from_counts(self, tf, # documents × terms counts (converted to CSC)
-                           dl:np.ndarray, # document lengths in tokens
-                          )->dict:
-        "bm25s's score dict (CSC data, indices, indptr) from a count matrix."
-        tf = tf.tocsc(); self.nonoccurrence_array = None
-        return {"data": _okapi_scores(tf, dl, self.k1, self.b).astype(self.dtype, copy=False),
-                "indices": tf.indices.astype(self.int_dtype, copy=False),
-                "indptr": tf.indptr.astype(self.int_dtype if tf.nnz < 2**31 else np.int64), "num_docs": len(dl)}
+    class _OkapiEngine(bm25s.BM25):
+        "bm25s engine whose precomputed score matrix is exactly rank_bm25's BM25Okapi (`okapi_idf` × `okapi_tf`)."
+        def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=False, leave_progress=False):
+            tf, _, dl = term_matrix(corpus_token_ids, {t: t for t in range(len(unique_token_ids))})
+            return self.scores_from_counts(tf, dl)
 
-    @classmethod
-    def from_counts(cls, tf, # documents × terms counts
-                    dl:np.ndarray, # document lengths in tokens
-                    vocab:dict, # term -> column of `tf`
-                    k1:float=1.5, b:float=0.75)->"_OkapiEngine":
-        "An engine built straight from counts (no token lists)."
-        eng = cls(method="robertson", k1=k1, b=b)
-        eng.scores, eng.vocab_dict = eng.scores_from_counts(tf, dl), vocab
-        return eng
+        def scores_from_counts(self, tf, # documents × terms counts (converted to CSC)
+                               dl:np.ndarray, # document lengths in tokens
+                              )->dict:
+            "bm25s's score dict (CSC data, indices, indptr) from a count matrix."
+            tf = tf.tocsc(); self.nonoccurrence_array = None
+            return {"data": _okapi_scores(tf, dl, self.k1, self.b).astype(self.dtype, copy=False),
+                    "indices": tf.indices.astype(self.int_dtype, copy=False),
+                    "indptr": tf.indptr.astype(self.int_dtype if tf.nnz < 2**31 else np.int64), "num_docs": len(dl)}
+
+        @classmethod
+        def from_counts(cls, tf, # documents × terms counts
+                        dl:np.ndarray, # document lengths in tokens
+                        vocab:dict, # term -> column of `tf`
+                        k1:float=1.5, b:float=0.75)->"_OkapiEngine":
+            "An engine built straight from counts (no token lists)."
+            eng = cls(method="robertson", k1=k1, b=b)
+            eng.scores, eng.vocab_dict = eng.scores_from_counts(tf, dl), vocab
+            return eng
+    return _OkapiEngine
+
 
 # %% ../nbs/06_lexical.ipynb #09e582de
 class _Grow:
@@ -316,11 +331,17 @@ def remove(self:BM25Index, ids:Iterable, # document ids (unknown ids are ignored
         if r is not None: self._alive.a[r] = False; self._n_dead += 1
     self._stale = True; return self
 
-def _take(ip:np.ndarray, vals:tuple, rows:np.ndarray, out:tuple, at:np.ndarray):
+def _take(ip:np.ndarray, vals:tuple, rows:np.ndarray, out:tuple, at:np.ndarray,
+          block:int=1 << 22, # values copied per step: bounds the int64 temporaries (a merge at 1M: 2 GB unbounded)
+         ):
     "Copy the CSR rows `rows` of (indptr `ip`, arrays `vals`) into `out` at offsets `at`."
-    ln = ip[rows + 1] - ip[rows]; step = np.arange(int(ln.sum())) - np.repeat(np.cumsum(ln) - ln, ln)
-    src, dst = np.repeat(ip[rows], ln) + step, np.repeat(at, ln) + step
-    for o, v in zip(out, vals): o[dst] = v[src]
+    ln = ip[rows + 1] - ip[rows]; cl = np.cumsum(ln)
+    cuts = np.unique(np.r_[0, np.searchsorted(cl, np.arange(block, int(cl[-1]) if len(cl) else 0, block)), len(rows)])
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        r, n = rows[a:b], ln[a:b]
+        step = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        src, dst = np.repeat(ip[r], n) + step, np.repeat(at[a:b], n) + step
+        for o, v in zip(out, vals): o[dst] = v[src]
 
 @patch
 def _gather(self:BM25Index, rows:np.ndarray)->tuple:
@@ -348,11 +369,14 @@ def _compact(self:BM25Index):
     "Merge: every live row, in order-key order, into a new main segment (by term, scored); the tail is emptied."
     order = self._order()
     ip, cols, cnt = self._gather(order)
+    # the old main segment (counts by term and by row, scores) is not held beside the new one: a third less peak memory
+    self._mcsr = self._csc = self._score = self._sel = None; self._stale = True
+    if len(ip) and ip[-1] < 2**31: ip = ip.astype(np.int32)   # scipy keeps int32 indices (no int64 copies)
     # keys renumbered 0 … n-1 in the same order, as `load` numbers them: a delta's keys mean the same to every reader
     self._dl, self._key = _Grow(np.int64, self._dl.v[order]), _Grow(np.int64, np.arange(len(order)))
     self._next_key = len(order)
     self._alive = _Grow(bool, np.ones(len(order), bool))
-    self._rid = [self._rid[r] for r in order.tolist()]
+    self._rid = list(map(self._rid.__getitem__, order.tolist()))
     self._row = dict(zip(self._rid, range(len(self._rid))))
     csc = sp.csr_matrix((cnt, cols, ip), shape=(len(order), len(self._vocab))).tocsc(); del ip, cols, cnt
     self._n_dead, self._M, self._mcsr, self.main_sha = 0, len(order), None, None
@@ -408,7 +432,10 @@ def _tail_ready(self:BM25Index):
     norm = np.zeros(len(self._rid))
     if len(dl): norm[order] = self.k1 * (1 - self.b + self.b * dl / dl.mean())
     self._sel = {"order": order, "tail": tcsc, "df": df, "idf": okapi_idf(df, len(order)), "norm": norm}
-    self._ids, self._stale = [self._rid[r] for r in order.tolist()], False
+    if len(order) < 2 or bool((order[1:] > order[:-1]).all()):   # keys in row order (most often): the live rows
+        self._ids = list(itertools.compress(self._rid, alive.tolist()))
+    else: self._ids = list(map(self._rid.__getitem__, order.tolist()))
+    self._stale = False
 
 @patch(as_prop=True)
 def ids(self:BM25Index)->list:

@@ -98,10 +98,10 @@ def base_manifest(store, # the `EvidenceStore`
                   generation:int, # the published generation it goes with
                  )->dict:
     "What the persisted base holds: model, dimension, counts, backend, content hashes, fusion record and generation."
-    ids, docs = store.chunk_ids(by_id=True), store.document_hashes()   # both in sorted order, read along an index
+    docs = store.document_hashes()   # sorted by source, read along an index, as the chunk ids are for their digest
     return {"format_version": FORMAT_VERSION, "embedding_model": embedder.name, "dim": embedder.dim,
-            "vector_backend": vector_backend, "documents": len(docs), "chunks": len(ids),
-            "chunk_ids_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+            "vector_backend": vector_backend, "documents": len(docs), "chunks": store.count_chunks(),
+            "chunk_ids_sha256": store.chunk_ids_sha256(),
             "documents_sha256": hashlib.sha256("\n".join(f"{s}:{h}" for s, h in docs).encode()).hexdigest(),
             "language": language, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
             "fusion": fusion, "updated": utc_now(), "generation": generation}

@@ -358,9 +358,12 @@ def document_hash(self:EvidenceStore, source:str)->Optional[str]:
     return r[0][0] if r else None
 
 @patch
-def document_metadata(self:EvidenceStore)->dict:
-    "{source: (content hash, metadata dict)} of every stored document, in one read (what an ingest may skip)."
-    rows = self._rows("SELECT source, content_hash, metadata FROM documents")
+def document_metadata(self:EvidenceStore, sources:list=None, # only these sources (None: every stored document)
+                     )->dict:
+    "{source: (content hash, metadata dict)} of the stored documents, in one read (what an ingest may skip)."
+    q = "SELECT source, content_hash, metadata FROM documents"
+    rows = (self._rows(q) if sources is None else
+            self._rows(q + " WHERE source IN (SELECT value FROM json_each(?))", (json.dumps(list(sources)),)))
     return {s: (h, json.loads(m or "{}")) for s, h, m in rows}
 
 @patch
@@ -417,6 +420,12 @@ def chunk_ids(self:EvidenceStore, by_id:bool=False, # sorted by id (as Python so
              )->list:
     "All chunk ids in stable (source, ord) order, or sorted by id without a sort (the index is in UTF-8 byte order)."
     return [r[0] for r in self._rows("SELECT id FROM chunks ORDER BY " + ("id" if by_id else "source, ord"))]
+
+@patch
+def chunk_ids_sha256(self:EvidenceStore)->str:
+    "SHA-256 of the chunk ids sorted by id, one per line: joined by SQLite along the id index, no Python list of ids."
+    r = self._rows("SELECT group_concat(id, char(10)) FROM (SELECT id FROM chunks ORDER BY id)")
+    return hashlib.sha256((r[0][0] or "").encode()).hexdigest()
 
 @patch
 def document_hashes(self:EvidenceStore)->list:

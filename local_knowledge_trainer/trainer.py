@@ -25,6 +25,7 @@ from .persist import base_hazards, canonical_source
 from .persist import lock_holder, remove_hazards
 from .embeddings import Embedder, model_for_language, shared_embedder
 from .embeddings import trusted_model
+from .vector_base import LazyIds
 from .vector_store import IndexMismatchError, backend_kind, load_store
 from .folder import ARTEFACTS, generation_of, verify_files
 from .manifest import DEFAULT_LANGUAGE, language_change, recorded_fusion
@@ -165,14 +166,11 @@ def _load(self:KnowledgeTrainer):
     derived, errors = getattr(vectors, "extra", None) or {}, getattr(vectors, "errors", None) or {}
     for name, e in errors.items(): warnings.warn(f"{e}; {ARTEFACTS[name].fallback}")
     lexical, ck = derived.get("bm25"), store.change_key()
-    if lexical is not None and ck is not None and (lexical.key or {}).get("change_key") == ck:
-        in_store = set(lexical.ids)   # the store BM25 was saved against: no chunk read
-    elif lexical is not None and not self._writer and self._mid_write():
-        # another process committed chunks it has not published yet: its publish makes them agree, and this reader
-        # reloads then. Until then BM25 stays as published (new chunks are not found yet; removed ones are not shown,
-        # their rows being gone), instead of re-reading every chunk of the store on every reload during a write
-        in_store = set(lexical.ids)
-    else:
+    # the store BM25 was saved against: its ids, no chunk read. Or another process committed chunks it has not
+    # published yet: its publish makes them agree, and this reader reloads then. Until then BM25 stays as published
+    # (new chunks not found yet; removed ones not shown, their rows gone), instead of re-reading every chunk
+    same, in_store = lexical is not None and ck is not None and (lexical.key or {}).get("change_key") == ck, None
+    if not same and not (lexical is not None and not self._writer and self._mid_write()):
         rows = store.chunk_hashes()   # one read of every chunk id: BM25's check and the pending counts
         lexical, in_store = checked_bm25(lexical, store, rows), {i for i, _ in rows}
     kb = KnowledgeBase(store, self._emb, vectors=vectors, lexical=lexical, vector_backend=self.vector_backend,
@@ -183,12 +181,16 @@ def _load(self:KnowledgeTrainer):
     self.fusion = self._recorded_fusion(kb, recorded)
     kb.add_channel("graph", lambda q, n: self._graph_channel()(q, n), weight=self.graph_weight,
                    hybrid=self.graph_in_hybrid)
-    published = set(kb.vectors.ids())
-    extra = sorted(published - in_store)
-    if extra: kb.remove(extra, store=False)   # never returned, and never indexed as if they were chunks
+    if same and not self._writer and vectors is not None and len(vectors) == len(lexical):
+        published, extra, missing = LazyIds(kb.vectors), [], 0   # published against this store, made equal to it
+    else:
+        in_store = set(lexical.ids) if in_store is None else in_store
+        published = set(kb.vectors.ids())
+        extra, missing = sorted(published - in_store), len(in_store - published)
+        if extra: kb.remove(extra, store=False)   # never returned, and never indexed as if they were chunks
     self.kb, self._generation, self._published, self._needs_load = kb, gen, published, False
     self.artefact_errors = dict(errors)
-    self.pending = {"missing": len(in_store - published), "extra": len(extra)}
+    self.pending = {"missing": missing, "extra": len(extra)}
     self._graph_builder, self._graph_fn, self._graph_unsaved = None, None, False
     rec = store.get_meta("root") if pd is not None else None
     self._recorded_root = os.path.realpath(os.path.join(os.path.realpath(pd), rec)) if rec else None
