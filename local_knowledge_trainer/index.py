@@ -65,6 +65,7 @@ class KnowledgeBase:
                         else make_vector_store(vector_backend, embedder.dim, **self.vector_kw))
         self.lexical = lexical if lexical is not None else BM25Index.from_store(store)
         self.extra_channels, self._retriever, self._snap, self._snap_at, self.generation = {}, None, None, None, 0
+        self.changed_ids = set()   # ids `add` or `remove` changed since the owner emptied it (None: unknown)
 
     def __len__(self): return self.store.count_chunks()
     def __repr__(self):
@@ -109,6 +110,7 @@ def add(self:KnowledgeBase, chunks:list, # new or replaced `Chunk`s
     if old: self.vectors.remove(old)
     self.vectors.add(ids, np.asarray(X, np.float32))
     self.lexical.add(ids, [c.text for c in chunks])
+    if self.changed_ids is not None: self.changed_ids.update(ids)
     self._changed(); return self
 
 @patch
@@ -121,6 +123,7 @@ def remove(self:KnowledgeBase, ids:Iterable, # chunk ids
     gone = [i for i in ids if i in self.vectors]
     if gone: self.vectors.remove(gone)
     self.lexical.remove(ids)
+    if self.changed_ids is not None: self.changed_ids.update(gone)
     self._changed(); return len(gone)
 
 @patch

@@ -91,11 +91,26 @@ def _publish(self:WriteProtocol):
                extra_hashes={"chunk_ids_sha256": m["chunk_ids_sha256"]}, parts=parts)
     self.vectors.extra, self.vectors.errors = parts, {}   # what is published now
     self.artefact_errors = {}
-    old, self._generation, self._published = self._published, self._disk_generation(), set(self.vectors.ids())
+    self._generation, new = self._disk_generation(), self._take_published()
     self._write_manifest(m)
     self._dirty, self.pending, self.vector_error, self._model_mismatch = False, {"missing": 0, "extra": 0}, None, False
     self.actions.append(f"published generation {self._generation}: {len(self._published)} vectors and manifest.json")
-    self._trim_cache(old)
+    self._trim_cache(new)
+
+@patch
+def _take_published(self:WriteProtocol)->set:
+    "Make `_published` the vectors' ids from the ids `add` and `remove` changed (O(changes)); the ids new to it."
+    kb, V = self.kb, self.vectors
+    ch, kb.changed_ids, old = kb.changed_ids, set(), self._published
+    if ch is not None:
+        new, gone = {i for i in ch if i in V and i not in old}, {i for i in ch if i not in V and i in old}
+        if len(old) - len(gone) + len(new) == len(V):   # else a change made behind `kb`'s back: read them all
+            pub = old if isinstance(old, set) else set(old)   # a reader's `LazyIds` becomes a set once
+            pub -= gone; pub |= new; self._published = pub
+            return new
+    full = set(V.ids())   # the vectors were replaced (a rebuild)
+    new, self._published = full - old, full
+    return new
 
 # %% ../nbs/20i_writing.ipynb #49930d1d
 @patch
@@ -106,13 +121,13 @@ def _reuse(self:WriteProtocol, chunks:list, # new or changed documents' chunks, 
     return published_vectors(self.store, self.kb, chunks)
 
 @patch
-def _trim_cache(self:WriteProtocol, old:set, # the ids published before this publish
+def _trim_cache(self:WriteProtocol, new:set, # the ids this publish made published
                ):
     "Delete from the base's cache file the passage vectors this publish made published (a cache from before: all)."
     c, touched, self._touched = self.embedder.cache, self._touched, set()
     if (isinstance(c, ReadOnlyCache) or not isinstance(c, EmbeddingCache) or c.conn is None
             or os.path.realpath(c.path) != os.path.realpath(self.persist_dir / "cache" / "embeddings.sqlite")): return
-    sweep, new = not c.trimmed, self._published - old
+    sweep = not c.trimmed
     m, n, swept = self.embedder._key("passage"), 0, 0
     try:
         for ids, is_new in ((sorted(new | (touched & self._published)), True),
@@ -154,6 +169,7 @@ def _reconcile(self:WriteProtocol):
     order = st.chunk_ids(); S = set(order)
     if rebuild:
         kb.vectors, kb._retriever = make_vector_store(self.vector_backend, self.embedder.dim, **self.vector_kw), None
+        kb.changed_ids = None   # every id: `_publish` reads them all
         kb._changed()
     have = set(kb.vectors.ids())
     extra, missing = sorted(have - S), [i for i in order if i not in have]
