@@ -103,7 +103,12 @@ def test_trainer_ray_ingest_equals_local(local_ray, folder, tmp_path):
     rr, rl = kr.ingest(folder, engine="ray", **KW), kl.ingest(folder, engine="local", **KW)
     assert sorted(map(str, rr.errors)) == sorted(map(str, rl.errors)) and len(rr.errors) == 1, (rr.errors, rl.errors)
     assert [e["reason"] for e in rr.errors] == [e["reason"] for e in rl.errors]
-    assert sorted(map(str, rr.skipped)) == sorted(map(str, rl.skipped)) and len(rr.skipped) == 2, rr.skipped
+    assert sorted(map(str, rr.skipped)) == sorted(map(str, rl.skipped)) and len(rr.skipped) == 1, rr.skipped
+    assert rr.skipped[0]["reason"] == "empty file (0 bytes)", rr.skipped
+    # a persisted base names the link by its target's canonical source, so `_files_of` lists that source once: the link
+    # is neither parsed nor reported (ray_documents, given both pairs, skips it: test_ray_documents_match_the_local_path)
+    files = [f for f in folder.rglob("*") if f.is_file() and not f.is_symlink()]
+    assert rr.total_docs == rl.total_docs == len(files), (rr.total_docs, rl.total_docs, len(files))
     assert rr.chunks == rl.chunks > 40
     assert kr.embedder.backend.n_encoded == 0 < kl.embedder.backend.n_encoded   # ray: every vector came from the actors
     ids = sorted(kr.store.chunk_ids())

@@ -1,0 +1,268 @@
+"""Ray ingest throughput per worker, against the local path on the same real chunks, and their equality; prints one JSON object.
+
+For each model (--models: `en` = KnowledgeTrainer(language="en"), all-MiniLM-L6-v2, on the English BEIR collections cisi
+then cacm; `pt` = KnowledgeTrainer(language="pt"), multilingual-e5-small on LKT's int8 engine, on pt_faquad; `pt-en` =
+the same Portuguese trainer and model on the English chunks, a larger sample of that model's rate) the documents of
+../shared/data/<collection>/corpus.jsonl are written as text files (title, blank line, text) to a temporary folder,
+in corpus order, until their chunks (the trainer's own parser and chunking) reach --chunks. A collection with fewer
+chunks than asked gives what it has (`chunks_available`): nothing is padded, repeated or generated.
+
+On the same folder, in this one run:
+  local          `kt.ingest(folder, engine="local")`: the reference; the embedder's threads are `fastest_threads`' cached
+                 pick for this machine (the product's default), model loaded and the store warmed before the clock;
+  ray, W workers `kt.ingest(folder, engine="ray")` on a local Ray started by the package's own `cluster._start_ray(num_cpus=W+1)`:
+                 `default_actors` then gives W embedding actors (one thread each: `EmbedActor`) and keeps 1 CPU slot
+                 for parsing. Ray's start is timed apart (`ray_start_s`); actor start and model load are inside the
+                 ingest (`first_document_s` is the time to the first document back from the cluster).
+Per run: wall seconds, chunks, passages/s overall and per worker, the steady rate (`steady`: the chunks delivered after
+the first 20% of the folder's, over the time from then to the end of the ingest: Ray's actor start, model load and
+pipeline fill excluded, the last commit and the publish included; `reliable` from 500 such chunks, as Ray delivers
+in blocks; the local path's is its overall rate: nothing to exclude), the ratios to the local path, the load average
+before and after. `equality` compares each Ray base with the
+local base: chunk ids (sorted) equal, and the max absolute difference of their stored vectors (the issue asks <= 1e-6).
+--equal-chunks N different from --chunks checks equality on a folder of its own (local and Ray at the largest worker
+count). The entity graph and fusion tuning are off in every run (build_graph=False, tune_fusion=False): both are the
+same work on either engine, after the ingest.
+
+  PYTHONPATH=/tmp/raypkgs nice -n 19 .venv/bin/python bench/ray_scale.py --chunks 2500 --workers 1 2 --models en pt pt-en \
+      --out bench/measured/ray_scale.json           # ~17 min on 2 loaded cores; the issue's sizes: --chunks 100000 --equal-chunks 10000
+"""
+import argparse, json, os, platform, re, shutil, sys, tempfile, time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false"); os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = ROOT.parent / "shared" / "data"
+STEADY_FROM = 0.2   # the steady rate counts the chunks after this share of the folder's
+STEADY_MIN = 500    # ... and is marked reliable from this many chunks on (Ray delivers in blocks; a short stream bursts)
+MODELS = {"en": ("en", ("cisi", "cacm")), "pt": ("pt", ("pt_faquad",)), "pt-en": ("pt", ("cisi", "cacm"))}
+
+
+def log(*a): print(*a, file=sys.stderr, flush=True)
+def load(): return [round(x, 2) for x in os.getloadavg()]
+
+
+def trainer(persist: Path, language: str):
+    from local_knowledge_trainer import KnowledgeTrainer
+    return KnowledgeTrainer(language=language, persist_dir=str(persist), build_graph=False, tune_fusion=False, warm=False,
+                            show_progress=False)
+
+
+def file_name(collection: str, doc: dict) -> str:
+    return f"{collection}_{re.sub(r'[^A-Za-z0-9_.-]', '_', str(doc['_id']))}.txt"
+
+
+def stage_documents(collections, d: Path) -> list:
+    "Every document of the collections as a text file in d, in corpus order: [(collection, path)]."
+    d.mkdir(parents=True, exist_ok=True); out = []
+    for c in collections:
+        with open(SHARED / c / "corpus.jsonl", encoding="utf-8") as f:
+            for line in f:
+                doc = json.loads(line)
+                text = (doc.get("title", "") + "\n\n" + doc.get("text", "")).strip()
+                p = d / file_name(c, doc)
+                p.write_text(text, encoding="utf-8"); out.append((c, p))
+    return out
+
+
+def make_folder(key: str, n_chunks: int, tmp: Path, parser) -> dict:
+    "A folder of the model's collections' first documents holding >= n_chunks chunks (all there are if fewer)."
+    _, colls = MODELS[key]
+    staged = tmp / f"staged_{'_'.join(colls)}"
+    files = stage_documents(colls, staged) if not staged.exists() else stage_order(colls, staged)
+    counts = [len(d.chunks) for d in parser.parse_files([(p, p.name) for _, p in files])]
+    available = sum(counts)
+    folder = tmp / f"corpus_{key}_{n_chunks}"; folder.mkdir()
+    got, used = 0, {}
+    for (c, p), n in zip(files, counts):
+        if got >= n_chunks: break
+        if not n: continue
+        shutil.copy(p, folder / p.name); got += n; used[c] = used.get(c, 0) + 1
+    docs = list(parser.parse(folder))   # the order the trainer reads them in (list_files): chunks per document
+    chunks = [c for d in docs for c in d.chunks]
+    return {"folder": folder, "per_document": [len(d.chunks) for d in docs], "collections": list(colls), "documents": used, "chunks_asked": n_chunks,
+            "chunks_available": available, "chunks": len(chunks),
+            "mean_chunk_chars": round(sum(len(c.text) for c in chunks) / max(len(chunks), 1), 1),
+            **({"short": f"{'+'.join(colls)} has {available} chunks with this chunking, fewer than the {n_chunks} asked: all of them are used"}
+               if available < n_chunks else {})}
+
+
+def stage_order(colls, staged: Path) -> list:
+    "The staged files in corpus order (collection by collection, line order), whatever the file system's order."
+    out = []
+    for c in colls:
+        with open(SHARED / c / "corpus.jsonl", encoding="utf-8") as f:
+            for line in f:
+                out.append((c, staged / file_name(c, json.loads(line))))
+    return out
+
+
+def timed_ingest(folder: Path, persist: Path, language: str, engine: str, per_document: list) -> dict:
+    "One cold ingest of folder into a new base: wall, chunks, time to the first document, steady rate, load before and after."
+    kt = trainer(persist, language)
+    marks = []   # (time, documents delivered): the ingest's parse events, one per document as it reaches the writer
+    def progress(stage, done, total):
+        if stage == "parse" and done: marks.append((time.perf_counter(), done))
+    la0 = load(); t0 = time.perf_counter()
+    r = kt.ingest(str(folder), engine=engine, progress=progress)
+    t_end = time.perf_counter(); wall = t_end - t0
+    # steady rate: the chunks delivered after the first STEADY_FROM of them, over the time from then to the ingest's end
+    # (excludes Ray's actor start, model load and pipeline fill; the last commit and the publish stay in)
+    # The local path has no start-up inside the clock (model loaded, store warmed) and parses a whole commit batch
+    # (INGEST_BATCH chunks) before embedding it, so its parse events do not time delivery: its steady rate is its overall.
+    cum, steady = [0], None
+    for n in per_document: cum.append(cum[-1] + n)
+    if engine == "local":
+        steady = {"from_s": 0.0, "chunks": r.chunks, "passages_per_s": round(r.chunks / wall, 2), "reliable": r.chunks >= STEADY_MIN,
+                  "rule": "local: the overall rate (nothing to exclude)"}
+    for t, done in (marks if engine != "local" else []):
+        if cum[min(done, len(cum) - 1)] >= STEADY_FROM * cum[-1]:
+            steady = {"from_s": round(t - t0, 2), "chunks": cum[-1] - cum[min(done, len(cum) - 1)],
+                      "passages_per_s": round((cum[-1] - cum[min(done, len(cum) - 1)]) / max(t_end - t, 1e-9), 2)}
+            steady["reliable"] = steady["chunks"] >= STEADY_MIN
+            break
+    out = {"engine": engine, "wall_s": round(wall, 2), "chunks": r.chunks, "documents": len(r.approved_docs),
+           "errors": len(r.errors), "skipped": len(r.skipped), "passages_per_s": round(r.chunks / wall, 2),
+           "first_document_s": round(marks[0][0] - t0, 2) if marks else None,
+           "steady": steady,
+           "load_before": la0, "load_after": load(), "model": kt.embedder.name}
+    if engine == "local": out["threads"] = kt.embedder.threads
+    kt.close()
+    return out
+
+
+def equality(local_persist: Path, ray_persist: Path, language: str) -> dict:
+    "Chunk ids and stored vectors of two bases of the same folder."
+    import numpy as np
+    kl, kr = trainer(local_persist, language), trainer(ray_persist, language)
+    try:
+        il, ir = sorted(kl.store.chunk_ids()), sorted(kr.store.chunk_ids())
+        out = {"chunks_local": len(il), "chunks_ray": len(ir), "chunk_ids_equal": il == ir}
+        common = sorted(set(il) & set(ir))
+        if common:
+            d = np.abs(kl.kb.vectors_of(common) - kr.kb.vectors_of(common)).max(axis=1)
+            out.update(compared=len(common), max_abs_vector_diff=float(d.max()), median_max_abs_diff=float(np.median(d)),
+                       chunks_over_1e6=int((d > 1e-6).sum()), chunks_over_1e5=int((d > 1e-5).sum()),
+                       chunks_over_1e4=int((d > 1e-4).sum()), within_1e6=bool(d.max() <= 1e-6))
+        return out
+    finally: kl.close(); kr.close()
+
+
+def warm_up(key: str, tmp: Path, folder: Path) -> dict:
+    "Load the model, resolve its threads, and run a 3-document local ingest (first-use costs of store, BM25, vectors)."
+    language, _ = MODELS[key]
+    w = tmp / f"warm_{key}"; w.mkdir()
+    for p in sorted(folder.iterdir())[:3]: shutil.copy(p, w / p.name)
+    kt = trainer(tmp / "bases" / f"warm_{key}", language)
+    t = time.perf_counter(); kt.embedder.backend.load(); threads = kt.embedder.threads; kt.ingest(str(w)); kt.close()
+    return {"warm_up_s": round(time.perf_counter() - t, 2), "local_threads": threads}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks", type=int, default=100_000, help="chunks per configuration (the issue's size: 100k)")
+    ap.add_argument("--equal-chunks", type=int, default=None, help="chunks of the equality check (default: the --chunks folder)")
+    ap.add_argument("--workers", type=int, nargs="*", default=[1, 2], help="embedding actors of the local Ray")
+    ap.add_argument("--models", nargs="*", default=["en", "pt"], choices=list(MODELS))
+    ap.add_argument("--out", default=None, help="also write the JSON here")
+    ap.add_argument("--note", default=None, help="a note recorded in the JSON")
+    a = ap.parse_args()
+    import ray
+    from local_knowledge_trainer.cluster import _start_ray, default_actors, _object_store_bytes
+    from local_knowledge_trainer.parser import DocumentParser
+    t_all = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="lkt-bench-ray-"))
+    out = {"bench": "ray_scale", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__,
+                       "platform": platform.platform(), "load_start": load()},
+           "workers": a.workers, "note": a.note,
+           "worker": ("one Ray embedding actor (EmbedActor: 1 CPU, 1 thread); a local Ray of W+1 CPUs gives W actors by "
+                      "default_actors and 1 slot to parse tasks; the driver (the trainer: SQLite, BM25, vectors) runs "
+                      "outside them, all on this machine's cores"),
+           "models": {}}
+    not_run = [f"{n:,} chunks ({what}): not run here, {a.chunks if what == 'throughput' else (a.equal_chunks or a.chunks):,} instead"
+               for n, what in ((100_000, "throughput"), (10_000, "equality"))
+               if (a.chunks if what == "throughput" else (a.equal_chunks or a.chunks)) < n]
+    if not_run: out["sizes_not_run"] = not_run
+    try:
+        (tmp / "bases").mkdir()
+        folders, eq_folders = {}, {}
+        for key in a.models:
+            language, _ = MODELS[key]
+            kt = trainer(tmp / "bases" / f"probe_{key}", language)   # the trainer's own parser: chunking and the model's window
+            parser = DocumentParser(chunk_size=kt.chunk_size, chunk_overlap=kt.chunk_overlap, **kt.embedder.window_args)
+            folders[key] = make_folder(key, a.chunks, tmp, parser)
+            if a.equal_chunks and a.equal_chunks != a.chunks:
+                eq_folders[key] = make_folder(key, a.equal_chunks, tmp, parser)
+            kt.close()
+            m = out["models"][key] = {"language": language, "model": kt.embedder.name,
+                                      **{k: v for k, v in folders[key].items() if k not in ("folder", "per_document")}, "runs": {}}
+            m.update(warm_up(key, tmp, folders[key]["folder"]))
+            log(f"== {key}: {m['chunks']} chunks ({m['chunks_available']} available), local threads {m['local_threads']}")
+        for key in a.models:   # the local reference first, with no Ray running
+            language, _ = MODELS[key]
+            log(f"   {key}: local")
+            out["models"][key]["runs"]["local"] = timed_ingest(folders[key]["folder"], tmp / "bases" / f"{key}_local", language, "local",
+                                                                folders[key]["per_document"])
+            log(f"     {out['models'][key]['runs']['local']}")
+        for w in a.workers:
+            la0 = load(); t = time.perf_counter()
+            _start_ray(num_cpus=w + 1)
+            start_s = time.perf_counter() - t
+            res = ray.cluster_resources()
+            cluster = {"ray_start_s": round(start_s, 2), "num_cpus": w + 1, "cluster_cpus": res.get("CPU"),
+                       "actors": default_actors(res), "object_store_mib": round(_object_store_bytes() / 2**20),
+                       "load_before_start": la0}
+            assert cluster["actors"] == w, cluster
+            log(f"-- Ray with {w} worker(s): started in {start_s:.1f} s, {res}")
+            try:
+                for key in a.models:
+                    language, _ = MODELS[key]
+                    log(f"   {key}: ray, {w} worker(s)")
+                    r = timed_ingest(folders[key]["folder"], tmp / "bases" / f"{key}_ray{w}", language, "ray",
+                                     folders[key]["per_document"])
+                    loc = out["models"][key]["runs"]["local"]
+                    st, lst = r["steady"] or {}, loc["steady"] or {}
+                    r.update(workers=w, passages_per_s_per_worker=round(r["passages_per_s"] / w, 2),
+                             steady_passages_per_s_per_worker=round(st["passages_per_s"] / w, 2) if st else None,
+                             ratio_to_local=round(r["passages_per_s"] / loc["passages_per_s"], 3),
+                             steady_ratio_to_local=round(st["passages_per_s"] / lst["passages_per_s"], 3) if st and lst else None,
+                             cluster=cluster)
+                    r["equality_with_local"] = equality(tmp / "bases" / f"{key}_local", tmp / "bases" / f"{key}_ray{w}", language)
+                    out["models"][key]["runs"][f"ray_{w}"] = r
+                    log(f"     {r}")
+                    if key in eq_folders and w == max(a.workers):
+                        f = eq_folders[key]
+                        e = {k: v for k, v in f.items() if k not in ("folder", "per_document")}
+                        e["local"] = timed_ingest(f["folder"], tmp / "bases" / f"{key}_eq_local", language, "local", f["per_document"])
+                        e["ray"] = timed_ingest(f["folder"], tmp / "bases" / f"{key}_eq_ray{w}", language, "ray", f["per_document"])
+                        e["equality"] = equality(tmp / "bases" / f"{key}_eq_local", tmp / "bases" / f"{key}_eq_ray{w}", language)
+                        out["models"][key]["equal_check"] = e
+            finally:
+                ray.shutdown()
+        out["summary"] = {key: {"chunks": m["chunks"], "chunks_available": m["chunks_available"], "mean_chunk_chars": m["mean_chunk_chars"],
+                                "local_passages_per_s": m["runs"]["local"]["passages_per_s"], "local_threads": m["local_threads"],
+                                "local_steady_passages_per_s": (m["runs"]["local"]["steady"] or {}).get("passages_per_s"),
+                                **{f"ray_{w}": {k: m["runs"][f"ray_{w}"][k] for k in (
+                                    "wall_s", "first_document_s", "passages_per_s", "passages_per_s_per_worker",
+                                    "steady_passages_per_s_per_worker", "ratio_to_local", "steady_ratio_to_local")}
+                                   | {"steady_passages_per_s": (m["runs"][f"ray_{w}"]["steady"] or {}).get("passages_per_s"),
+                                      "steady_reliable": (m["runs"][f"ray_{w}"]["steady"] or {}).get("reliable"),
+                                      "ray_start_s": m["runs"][f"ray_{w}"]["cluster"]["ray_start_s"]}
+                                   | {"chunk_ids_equal": m["runs"][f"ray_{w}"]["equality_with_local"]["chunk_ids_equal"],
+                                      "max_abs_vector_diff": m["runs"][f"ray_{w}"]["equality_with_local"].get("max_abs_vector_diff")}
+                                   for w in a.workers if f"ray_{w}" in m["runs"]}}
+                          for key, m in out["models"].items()}
+        out["machine"]["load_end"] = load()
+        out["elapsed_s"] = round(time.perf_counter() - t_all, 1)
+        text = json.dumps(out, indent=2)
+        print(text)
+        if a.out: Path(a.out).write_text(text + "\n")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
