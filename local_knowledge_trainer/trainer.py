@@ -155,7 +155,7 @@ def _recorded_fusion(self:KnowledgeTrainer, kb, recorded:dict)->Optional[dict]:
     return f
 
 @patch
-def _load(self:KnowledgeTrainer):
+def _load(self:KnowledgeTrainer, _tries:int=3):   # _tries: loads left if another publish lands during this one
     "(Re)open the base as it is on disk: store, published vectors, BM25, confidence models, fusion; never writes."
     from local_knowledge_trainer.index import KnowledgeBase  # BM25 (scipy): by the first trainer, not on import
     from local_knowledge_trainer.bm25_files import checked_bm25
@@ -166,11 +166,12 @@ def _load(self:KnowledgeTrainer):
     derived, errors = getattr(vectors, "extra", None) or {}, getattr(vectors, "errors", None) or {}
     for name, e in errors.items(): warnings.warn(f"{e}; {ARTEFACTS[name].fallback}")
     lexical, ck = derived.get("bm25"), store.change_key()
-    # the store BM25 was saved against: its ids, no chunk read. Or another process committed chunks it has not
-    # published yet: its publish makes them agree, and this reader reloads then. Until then BM25 stays as published
-    # (new chunks not found yet; removed ones not shown, their rows gone), instead of re-reading every chunk
+    # the store BM25 was saved against: its ids, no chunk read. Or a writer's commits not published yet (BM25 stays as
+    # published until this reader reloads at the publish), or published while this load ran: that generation is loaded
     same, in_store = lexical is not None and ck is not None and (lexical.key or {}).get("change_key") == ck, None
     if not same and not (lexical is not None and not self._writer and self._mid_write()):
+        if lexical is not None and not self._writer and _tries and self._disk_generation() != gen:
+            return self._load(_tries - 1)   # instead of reading every chunk of the store to check BM25 (12 s at 1M)
         rows = store.chunk_hashes()   # one read of every chunk id: BM25's check and the pending counts
         lexical, in_store = checked_bm25(lexical, store, rows), {i for i, _ in rows}
     kb = KnowledgeBase(store, self._emb, vectors=vectors, lexical=lexical, vector_backend=self.vector_backend,
