@@ -213,7 +213,7 @@ def _load_bm25(d:Path, m:dict, previous:BM25Index=None)->BM25Index:
         if Ht.shape != (n,): raise LKTError(f"{d / TAIL_HASHES}: {Ht.shape[0]} hashes for {n} rows of the delta")
         lex.content_hashes = _row_hashes(lex, Ht)
     lex.main_sha = m["files"].get(MAIN_FILE)
-    if lex.tail_fits(): lex._ensure()   # readied for queries here, beside the vectors' load (a merge: at the first query)
+    if lex.tail_fits(): lex._ensure()   # readied for queries here, beside the vectors' load (a merge: at first query)
     return lex
 
 def _published_bm25(part:tuple, m:dict):
