@@ -365,10 +365,18 @@ def _order(self:BM25Index)->np.ndarray:
     return live[np.argsort(self._key.v[live], kind="stable")]
 
 @patch
+def _ids_of(self:BM25Index, order:np.ndarray, # `_order()`: the live rows in order-key order
+           )->list:
+    "The ids of the rows `order`: the live rows' in row order when the keys follow the rows (most often), in C."
+    if len(order) < 2 or bool((order[1:] > order[:-1]).all()):
+        return list(itertools.compress(self._rid, self._alive.v.tolist()))
+    return list(map(self._rid.__getitem__, order.tolist()))
+
+@patch
 def _compact(self:BM25Index):
     "Merge: every live row, in order-key order, into a new main segment (by term, scored); the tail is emptied."
     order = self._order()
-    ip, cols, cnt = self._gather(order)
+    rid, (ip, cols, cnt) = self._ids_of(order), self._gather(order)
     # the old main segment (counts by term and by row, scores) is not held beside the new one: a third less peak memory
     self._mcsr = self._csc = self._score = self._sel = None; self._stale = True
     if len(ip) and ip[-1] < 2**31: ip = ip.astype(np.int32)   # scipy keeps int32 indices (no int64 copies)
@@ -376,7 +384,7 @@ def _compact(self:BM25Index):
     self._dl, self._key = _Grow(np.int64, self._dl.v[order]), _Grow(np.int64, np.arange(len(order)))
     self._next_key = len(order)
     self._alive = _Grow(bool, np.ones(len(order), bool))
-    self._rid = list(map(self._rid.__getitem__, order.tolist()))
+    self._rid = rid
     self._row = dict(zip(self._rid, range(len(self._rid))))
     csc = sp.csr_matrix((cnt, cols, ip), shape=(len(order), len(self._vocab))).tocsc(); del ip, cols, cnt
     self._n_dead, self._M, self._mcsr, self.main_sha = 0, len(order), None, None
@@ -432,10 +440,7 @@ def _tail_ready(self:BM25Index):
     norm = np.zeros(len(self._rid))
     if len(dl): norm[order] = self.k1 * (1 - self.b + self.b * dl / dl.mean())
     self._sel = {"order": order, "tail": tcsc, "df": df, "idf": okapi_idf(df, len(order)), "norm": norm}
-    if len(order) < 2 or bool((order[1:] > order[:-1]).all()):   # keys in row order (most often): the live rows
-        self._ids = list(itertools.compress(self._rid, alive.tolist()))
-    else: self._ids = list(map(self._rid.__getitem__, order.tolist()))
-    self._stale = False
+    self._ids, self._stale = self._ids_of(order), False
 
 @patch(as_prop=True)
 def ids(self:BM25Index)->list:
