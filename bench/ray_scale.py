@@ -26,6 +26,10 @@ same work on either engine, after the ingest.
 
   PYTHONPATH=/tmp/raypkgs nice -n 19 .venv/bin/python bench/ray_scale.py --chunks 2500 --workers 1 2 --models en pt pt-en \
       --out bench/measured/ray_scale.json           # ~17 min on 2 loaded cores; the issue's sizes: --chunks 100000 --equal-chunks 10000
+  PYTHONPATH=/tmp/raypkgs .venv/bin/python bench/ray_scale.py --equal-only --equal-chunks 10000 --workers 2 --text scale \
+      --models en pt --out bench/measured/ray_equal_10k.json   # equality alone on 10k chunks of scale.py's documents
+--text scale stages bench/scale.py's documents (real sentences of the four shared collections, content-seeded) instead
+of the collections' own documents, which hold only 4,851 English and 249 Portuguese chunks.
 """
 import argparse, json, os, platform, re, shutil, sys, tempfile, time
 from pathlib import Path
@@ -67,14 +71,27 @@ def stage_documents(collections, d: Path) -> list:
     return out
 
 
-def make_folder(key: str, n_chunks: int, tmp: Path, parser) -> dict:
-    "A folder of the model's collections' first documents holding >= n_chunks chunks (all there are if fewer)."
+def stage_scale(n_chunks: int, staged: Path) -> list:
+    "bench/scale.py's documents of real sentences of the shared collections (content-seeded), enough for n_chunks: [(source, path)]."
+    sys.path.insert(0, str(ROOT / "bench"))
+    from scale import make_corpus, CHUNK_WORDS, CHUNKS_PER_DOC
+    # a scale.py document is CHUNKS_PER_DOC x CHUNK_WORDS words; the trainer's chunks are longer (cut at the model's window)
+    make_corpus(3 * n_chunks, staged)
+    return [("scale", p) for p in sorted(staged.iterdir())]
+
+
+def make_folder(key: str, n_chunks: int, tmp: Path, parser, text: str = "collections") -> dict:
+    "A folder of the model's collections' first documents (or scale.py's) holding >= n_chunks chunks (all there are if fewer)."
     _, colls = MODELS[key]
-    staged = tmp / f"staged_{'_'.join(colls)}"
-    files = stage_documents(colls, staged) if not staged.exists() else stage_order(colls, staged)
+    if text == "scale":
+        colls = ("scale.py: " + ", ".join(("cisi", "cacm", "pt_faquad", "zh_cmrc2018_dev")),)
+        files = stage_scale(n_chunks, tmp / f"staged_scale_{n_chunks}")
+    else:
+        staged = tmp / f"staged_{'_'.join(colls)}"
+        files = stage_documents(colls, staged) if not staged.exists() else stage_order(colls, staged)
     counts = [len(d.chunks) for d in parser.parse_files([(p, p.name) for _, p in files])]
     available = sum(counts)
-    folder = tmp / f"corpus_{key}_{n_chunks}"; folder.mkdir()
+    folder = tmp / f"corpus_{key}_{n_chunks}"; folder.mkdir(exist_ok=True)
     got, used = 0, {}
     for (c, p), n in zip(files, counts):
         if got >= n_chunks: break
@@ -168,6 +185,9 @@ def main():
     ap.add_argument("--models", nargs="*", default=["en", "pt"], choices=list(MODELS))
     ap.add_argument("--out", default=None, help="also write the JSON here")
     ap.add_argument("--note", default=None, help="a note recorded in the JSON")
+    ap.add_argument("--text", choices=["collections", "scale"], default="collections",
+                    help="the documents: the model's BEIR collections, or bench/scale.py's documents of their sentences (any size)")
+    ap.add_argument("--equal-only", action="store_true", help="only the equality check (--equal-chunks) at the largest worker count")
     a = ap.parse_args()
     import ray
     from local_knowledge_trainer.cluster import _start_ray, default_actors, _object_store_bytes
@@ -193,21 +213,21 @@ def main():
             language, _ = MODELS[key]
             kt = trainer(tmp / "bases" / f"probe_{key}", language)   # the trainer's own parser: chunking and the model's window
             parser = DocumentParser(chunk_size=kt.chunk_size, chunk_overlap=kt.chunk_overlap, **kt.embedder.window_args)
-            folders[key] = make_folder(key, a.chunks, tmp, parser)
-            if a.equal_chunks and a.equal_chunks != a.chunks:
-                eq_folders[key] = make_folder(key, a.equal_chunks, tmp, parser)
+            folders[key] = make_folder(key, a.equal_chunks if a.equal_only else a.chunks, tmp, parser, a.text)
+            if a.equal_only or (a.equal_chunks and a.equal_chunks != a.chunks):
+                eq_folders[key] = folders[key] if a.equal_only else make_folder(key, a.equal_chunks, tmp, parser, a.text)
             kt.close()
             m = out["models"][key] = {"language": language, "model": kt.embedder.name,
                                       **{k: v for k, v in folders[key].items() if k not in ("folder", "per_document")}, "runs": {}}
             m.update(warm_up(key, tmp, folders[key]["folder"]))
             log(f"== {key}: {m['chunks']} chunks ({m['chunks_available']} available), local threads {m['local_threads']}")
-        for key in a.models:   # the local reference first, with no Ray running
+        for key in ([] if a.equal_only else a.models):   # the local reference first, with no Ray running
             language, _ = MODELS[key]
             log(f"   {key}: local")
             out["models"][key]["runs"]["local"] = timed_ingest(folders[key]["folder"], tmp / "bases" / f"{key}_local", language, "local",
                                                                 folders[key]["per_document"])
             log(f"     {out['models'][key]['runs']['local']}")
-        for w in a.workers:
+        for w in ([max(a.workers)] if a.equal_only else a.workers):
             la0 = load(); t = time.perf_counter()
             _start_ray(num_cpus=w + 1)
             start_s = time.perf_counter() - t
@@ -220,6 +240,16 @@ def main():
             try:
                 for key in a.models:
                     language, _ = MODELS[key]
+                    if a.equal_only:
+                        f = eq_folders[key]
+                        e = {k: v for k, v in f.items() if k not in ("folder", "per_document")}
+                        log(f"   {key}: equality on {e['chunks']} chunks, local then ray with {w} worker(s)")
+                        e["local"] = timed_ingest(f["folder"], tmp / "bases" / f"{key}_eq_local", language, "local", f["per_document"])
+                        e["ray"] = timed_ingest(f["folder"], tmp / "bases" / f"{key}_eq_ray{w}", language, "ray", f["per_document"])
+                        e["ray"]["cluster"] = cluster
+                        e["equality"] = equality(tmp / "bases" / f"{key}_eq_local", tmp / "bases" / f"{key}_eq_ray{w}", language)
+                        out["models"][key]["equal_check"] = e; log(f"     {e['equality']}")
+                        continue
                     log(f"   {key}: ray, {w} worker(s)")
                     r = timed_ingest(folders[key]["folder"], tmp / "bases" / f"{key}_ray{w}", language, "ray",
                                      folders[key]["per_document"])
@@ -242,7 +272,10 @@ def main():
                         out["models"][key]["equal_check"] = e
             finally:
                 ray.shutdown()
-        out["summary"] = {key: {"chunks": m["chunks"], "chunks_available": m["chunks_available"], "mean_chunk_chars": m["mean_chunk_chars"],
+        out["summary"] = {key: {"equality": m["equal_check"]["equality"], "chunks": m["equal_check"]["chunks"],
+                                "local_passages_per_s": m["equal_check"]["local"]["passages_per_s"],
+                                "ray_passages_per_s": m["equal_check"]["ray"]["passages_per_s"]}
+                          for key, m in out["models"].items()} if a.equal_only else {key: {"chunks": m["chunks"], "chunks_available": m["chunks_available"], "mean_chunk_chars": m["mean_chunk_chars"],
                                 "local_passages_per_s": m["runs"]["local"]["passages_per_s"], "local_threads": m["local_threads"],
                                 "local_steady_passages_per_s": (m["runs"]["local"]["steady"] or {}).get("passages_per_s"),
                                 **{f"ray_{w}": {k: m["runs"][f"ray_{w}"][k] for k in (
