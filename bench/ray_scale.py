@@ -28,6 +28,17 @@ same work on either engine, after the ingest.
       --out bench/measured/ray_scale.json           # ~17 min on 2 loaded cores; the issue's sizes: --chunks 100000 --equal-chunks 10000
   PYTHONPATH=/tmp/raypkgs .venv/bin/python bench/ray_scale.py --equal-only --equal-chunks 10000 --workers 2 --text scale \
       --models en pt --out bench/measured/ray_equal_10k.json   # equality alone on 10k chunks of scale.py's documents
+  PYTHONPATH=/tmp/raypkgs .venv/bin/python bench/ray_scale.py --state /tmp/lkt_ray100k --chunks 100000 --workers 2 1 \
+      --text scale --models en pt --out bench/measured/ray_scale_100k.json   # resumable: run again to go on
+--state DIR makes the throughput runs resumable across sessions (a 100k-chunk configuration is 1-2.5 h on 2 cores): the
+folders and the Ray bases live in DIR, and each run goes on with each configuration's ingest where the last one stopped
+(the trainer's own skip of unchanged files: not even opened). Every piece of an ingest is logged in DIR/pieces.json
+with a heartbeat (rewritten atomically at most every 10 s); a piece killed mid-run counts the chunks its base committed
+(the next piece's count minus its own start count) over the time to its last heartbeat: the work it lost is in the
+time and not in the chunks, and at most one heartbeat's chunks (10 s) are counted without their time.
+--state DIR --report prints the JSON of the pieces so far without running anything. The JSON sums the pieces per configuration: chunks over wall,
+and (steady) the chunks after each piece's first new document back over the wall after it (Ray actors, model load,
+the pass over unchanged files and that document's chunks excluded). No local reference runs in this mode: the local rate and the equality are the 10k check's.
 --text scale stages bench/scale.py's documents (real sentences of the four shared collections, content-seeded) instead
 of the collections' own documents, which hold only 4,851 English and 249 Portuguese chunks.
 """
@@ -71,12 +82,13 @@ def stage_documents(collections, d: Path) -> list:
     return out
 
 
-def stage_scale(n_chunks: int, staged: Path) -> list:
-    "bench/scale.py's documents of real sentences of the shared collections (content-seeded), enough for n_chunks: [(source, path)]."
+def stage_scale(n_chunks: int, staged: Path, factor: int = 3) -> list:
+    "bench/scale.py's documents of real sentences of the shared collections (content-seeded), factor x n_chunks of its chunks: [(source, path)]."
     sys.path.insert(0, str(ROOT / "bench"))
-    from scale import make_corpus, CHUNK_WORDS, CHUNKS_PER_DOC
-    # a scale.py document is CHUNKS_PER_DOC x CHUNK_WORDS words; the trainer's chunks are longer (cut at the model's window)
-    make_corpus(3 * n_chunks, staged)
+    from scale import make_corpus
+    # a scale.py chunk is CHUNK_WORDS words; the trainer's chunks are longer (cut at the model's window): make_folder
+    # doubles the factor until the trainer's chunks reach n_chunks
+    make_corpus(factor * n_chunks, staged)
     return [("scale", p) for p in sorted(staged.iterdir())]
 
 
@@ -84,12 +96,16 @@ def make_folder(key: str, n_chunks: int, tmp: Path, parser, text: str = "collect
     "A folder of the model's collections' first documents (or scale.py's) holding >= n_chunks chunks (all there are if fewer)."
     _, colls = MODELS[key]
     if text == "scale":
-        colls = ("scale.py: " + ", ".join(("cisi", "cacm", "pt_faquad", "zh_cmrc2018_dev")),)
-        files = stage_scale(n_chunks, tmp / f"staged_scale_{n_chunks}")
+        colls, factor = ("scale.py: " + ", ".join(("cisi", "cacm", "pt_faquad", "zh_cmrc2018_dev")),), 3
+        while True:   # the trainer's chunks are longer than scale.py's (a larger window: fewer of them): stage more
+            files = stage_scale(n_chunks, tmp / f"staged_scale_{n_chunks}_x{factor}", factor)
+            counts = [len(d.chunks) for d in parser.parse_files([(p, p.name) for _, p in files])]
+            if sum(counts) >= n_chunks or factor >= 48: break
+            factor *= 2
     else:
         staged = tmp / f"staged_{'_'.join(colls)}"
         files = stage_documents(colls, staged) if not staged.exists() else stage_order(colls, staged)
-    counts = [len(d.chunks) for d in parser.parse_files([(p, p.name) for _, p in files])]
+        counts = [len(d.chunks) for d in parser.parse_files([(p, p.name) for _, p in files])]
     available = sum(counts)
     folder = tmp / f"corpus_{key}_{n_chunks}"; folder.mkdir(exist_ok=True)
     got, used = 0, {}
@@ -188,7 +204,10 @@ def main():
     ap.add_argument("--text", choices=["collections", "scale"], default="collections",
                     help="the documents: the model's BEIR collections, or bench/scale.py's documents of their sentences (any size)")
     ap.add_argument("--equal-only", action="store_true", help="only the equality check (--equal-chunks) at the largest worker count")
+    ap.add_argument("--state", default=None, help="resumable Ray throughput runs kept in this folder (no local reference, no equality)")
+    ap.add_argument("--report", action="store_true", help="with --state: the JSON of the pieces so far; nothing runs")
     a = ap.parse_args()
+    if a.state: return resumable(a)
     import ray
     from local_knowledge_trainer.cluster import _start_ray, default_actors, _object_store_bytes
     from local_knowledge_trainer.parser import DocumentParser
@@ -295,6 +314,109 @@ def main():
         if a.out: Path(a.out).write_text(text + "\n")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_json(p: Path, obj):
+    t = p.with_suffix(".tmp"); t.write_text(json.dumps(obj, indent=2) + "\n"); os.replace(t, p)
+
+
+def _chunk_count(persist: Path, language: str) -> int:
+    if not persist.exists(): return 0
+    kt = trainer(persist, language)
+    try: return len(kt.store.chunk_ids())
+    finally: kt.close()
+
+
+def piece_totals(pieces: list) -> dict:
+    "Per configuration, the pieces summed: a killed piece counts its base's committed chunks over the time to its heartbeat."
+    out = {}
+    for i, p in enumerate(pieces):
+        nxt = next((q for q in pieces[i + 1:] if q["config"] == p["config"]), None)
+        early = p.get("chunks_at_first_new", 0)
+        if "wall_s" in p: chunks, wall, start = p["chunks"], p["wall_s"], p.get("first_new_document_s")
+        else: chunks, wall, start = ((nxt["chunks_before"] - p["chunks_before"]) if nxt else None), p["heartbeat_s"], p.get("first_new_document_s")
+        if chunks is None: continue   # killed and not yet resumed: its committed chunks are counted when the next piece starts
+        t = out.setdefault(p["config"], {"pieces": 0, "killed_pieces": 0, "chunks": 0, "wall_s": 0.0, "startup_s": 0.0, "startup_chunks": 0,
+                                         "complete": False,
+                                         "workers": p["workers"], "model": p["model"]})
+        t["pieces"] += 1; t["killed_pieces"] += "wall_s" not in p; t["chunks"] += chunks; t["wall_s"] += wall
+        t["startup_s"] += start if start is not None else wall
+        t["startup_chunks"] += min(early, chunks) if start is not None else chunks
+        t["complete"] = t["complete"] or bool(p.get("complete"))
+    for t in out.values():
+        w = t["workers"]
+        t.update(wall_s=round(t["wall_s"], 1), startup_s=round(t["startup_s"], 1),
+                 passages_per_s=round(t["chunks"] / t["wall_s"], 2) if t["wall_s"] else None,
+                 passages_per_s_per_worker=round(t["chunks"] / t["wall_s"] / w, 2) if t["wall_s"] else None,
+                 steady_passages_per_s_per_worker=round((t["chunks"] - t["startup_chunks"]) / (t["wall_s"] - t["startup_s"]) / w, 2)
+                 if t["wall_s"] > t["startup_s"] else None)
+    return out
+
+
+def resumable(a):
+    "Ray throughput at --chunks per configuration, resumable: go on with each configuration's ingest where the last run stopped."
+    import ray
+    from local_knowledge_trainer.cluster import _start_ray, default_actors, _object_store_bytes
+    from local_knowledge_trainer.parser import DocumentParser
+    d = Path(a.state); (d / "bases").mkdir(parents=True, exist_ok=True)
+    log_p = d / "pieces.json"
+    pieces = json.loads(log_p.read_text()) if log_p.exists() else []
+    folders = {}
+    for key in ([] if a.report else a.models):
+        language, _ = MODELS[key]
+        meta_p = d / f"folder_{key}_{a.chunks}.json"
+        if not meta_p.exists():
+            kt = trainer(d / "bases" / f"probe_{key}", language)
+            parser = DocumentParser(chunk_size=kt.chunk_size, chunk_overlap=kt.chunk_overlap, **kt.embedder.window_args)
+            f = make_folder(key, a.chunks, d, parser, a.text); kt.close()
+            _write_json(meta_p, {k: (str(v) if k == "folder" else v) for k, v in f.items()})
+        folders[key] = json.loads(meta_p.read_text())
+        log(f"== {key}: {folders[key]['chunks']} chunks in {folders[key]['folder']}")
+    for w in ([] if a.report else a.workers):
+        todo = [k for k in a.models if not any(p["config"] == f"{k}_ray{w}" and p.get("complete") for p in pieces)]
+        if not todo: continue
+        la0 = load(); t = time.perf_counter()
+        _start_ray(num_cpus=w + 1)
+        cluster = {"ray_start_s": round(time.perf_counter() - t, 2), "num_cpus": w + 1, "actors": default_actors(ray.cluster_resources()),
+                   "object_store_mib": round(_object_store_bytes() / 2**20), "load_before_start": la0}
+        assert cluster["actors"] == w, cluster
+        try:
+            for key in todo:
+                language, _ = MODELS[key]
+                persist = d / "bases" / f"{key}_ray{w}"
+                piece = {"config": f"{key}_ray{w}", "workers": w, "model": None, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         "chunks_before": _chunk_count(persist, language), "heartbeat_s": 0.0, "load_before": load(), "cluster": cluster}
+                pieces.append(piece); _write_json(log_p, pieces)
+                log(f"   {piece['config']}: from {piece['chunks_before']} of {folders[key]['chunks']} chunks")
+                kt = trainer(persist, language); piece["model"] = kt.embedder.name
+                cum = [0]
+                for n in folders[key]["per_document"]: cum.append(cum[-1] + n)
+                last, t0 = [0.0], time.perf_counter()
+                def progress(stage, done, total):
+                    now = time.perf_counter()
+                    if stage == "parse" and done and "first_new_document_s" not in piece and done > n0[0]:
+                        # the chunks of the documents back by then (in list order, as timed_ingest counts them): not steady
+                        piece["first_new_document_s"] = round(now - t0, 2); piece["chunks_at_first_new"] = cum[min(done, len(cum) - 1)] - cum[n0[0]]
+                    if now - last[0] >= 10:
+                        last[0] = now; piece["heartbeat_s"] = round(now - t0, 2); piece["load_now"] = load(); _write_json(log_p, pieces)
+                n0 = [None]
+                def first(stage, done, total):   # the first parse event reports the unchanged files: the count to pass
+                    if n0[0] is None and stage == "parse": n0[0] = done
+                    progress(stage, done, total)
+                r = kt.ingest(str(folders[key]["folder"]), engine="ray", progress=first)
+                piece.update(wall_s=round(time.perf_counter() - t0, 2), chunks=r.chunks, unchanged=len(r.unchanged), errors=len(r.errors),
+                             documents=len(r.approved_docs), load_after=load())
+                kt.close()
+                piece["complete"] = piece["chunks_before"] + r.chunks >= folders[key]["chunks"] and not r.errors
+                _write_json(log_p, pieces); log(f"     {piece}")
+        finally:
+            ray.shutdown()
+    out = {"bench": "ray_scale", "mode": "resumable throughput (--state)", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__, "platform": platform.platform()},
+           "note": a.note, "folders": folders or {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))},
+           "pieces": pieces, "summary": piece_totals(pieces)}
+    text = json.dumps(out, indent=2); print(text)
+    if a.out: Path(a.out).write_text(text + "\n")
 
 
 if __name__ == "__main__":
