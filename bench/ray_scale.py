@@ -38,7 +38,8 @@ folders and the Ray bases live in DIR, and each run goes on with each configurat
 with a heartbeat (a thread rewrites it atomically every 10 s); a piece killed mid-run counts the chunks its base
 committed (the next piece's count minus its own start count) over the time to its last heartbeat: the work it lost
 (the uncommitted batch) is in the time and not in the chunks, and at most 10 s of its time is missed.
---state DIR --report prints the JSON of the pieces so far without running anything. The JSON sums the pieces per configuration: chunks over wall,
+--state DIR --report prints the JSON of the pieces so far without running anything (a configuration's last piece,
+running or killed, counts the chunks its base has committed by then over its last heartbeat: `committed_at_report`). The JSON sums the pieces per configuration: chunks over wall,
 start-up included (`startup_s`: each piece's time to its first new document back, which holds Ray's actors, the model
 load and the pass over unchanged files, but also embedding: the writer receives whole files in input order, in bursts,
 so no rate after it is derived from it; at 100k chunks it is a small share of the wall, `startup_share`). No local reference runs in this mode: the local rate and the equality are the 10k check's.
@@ -336,7 +337,7 @@ def piece_totals(pieces: list) -> dict:
     for i, p in enumerate(pieces):
         nxt = next((q for q in pieces[i + 1:] if q["config"] == p["config"]), None)
         if "wall_s" in p: chunks, wall, start = p["chunks"], p["wall_s"], p.get("first_new_document_s")
-        else: chunks, wall, start = ((nxt["chunks_before"] - p["chunks_before"]) if nxt else None), p["heartbeat_s"], p.get("first_new_document_s")
+        else: chunks, wall, start = ((nxt["chunks_before"] - p["chunks_before"]) if nxt else p.get("committed_at_report")), p["heartbeat_s"], p.get("first_new_document_s")
         if chunks is None: continue   # killed and not yet resumed: its committed chunks are counted when the next piece starts
         t = out.setdefault(p["config"], {"pieces": 0, "killed_pieces": 0, "chunks": 0, "wall_s": 0.0, "startup_s": 0.0, "complete": False,
                                          "workers": p["workers"], "model": p["model"]})
@@ -408,6 +409,11 @@ def resumable(a):
                 _write_json(log_p, pieces); log(f"     {piece}")
         finally:
             ray.shutdown()
+    if a.report:   # a configuration's last piece, running or killed: the chunks its base has committed so far, over its heartbeat
+        for p in pieces:
+            if "wall_s" not in p and not any(q["config"] == p["config"] for q in pieces[pieces.index(p) + 1:]):
+                language = MODELS[p["config"].rsplit("_ray", 1)[0]][0]
+                p["committed_at_report"] = _chunk_count(d / "bases" / p["config"], language) - p["chunks_before"]
     out = {"bench": "ray_scale", "mode": "resumable throughput (--state)", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__, "platform": platform.platform()},
            "note": a.note, "folders": folders or {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))},
