@@ -19,7 +19,8 @@ the first 20% of the folder's, over the time from then to the end of the ingest:
 pipeline fill excluded, the last commit and the publish included; `reliable` from 500 such chunks, as Ray delivers
 in blocks; the local path's is its overall rate: nothing to exclude. Caveat, seen at 10k chunks: the head regroups
 rows per file in input order, so files reach the writer in bursts after minutes of embedding and `steady` can
-overstate the rate (67/s on 2 workers against 27/s overall): prefer the overall rate on large folders), the ratios to the local path, the load average
+overstate the rate (67/s on 2 workers against 27/s overall): prefer the overall rate on large folders), the ratios
+to the local path, the load average
 before and after. `equality` compares each Ray base with the
 local base: chunk ids (sorted) equal, and the max absolute difference of their stored vectors (the issue asks <= 1e-6).
 --equal-chunks N different from --chunks checks equality on a folder of its own (local and Ray at the largest worker
@@ -39,10 +40,12 @@ with a heartbeat (a thread rewrites it atomically every 10 s); a piece killed mi
 committed (the next piece's count minus its own start count) over the time to its last heartbeat: the work it lost
 (the uncommitted batch) is in the time and not in the chunks, and at most 10 s of its time is missed.
 --state DIR --report prints the JSON of the pieces so far without running anything (a configuration's last piece,
-running or killed, counts the chunks its base has committed by then over its last heartbeat: `committed_at_report`). The JSON sums the pieces per configuration: chunks over wall,
-start-up included (`startup_s`: each piece's time to its first new document back, which holds Ray's actors, the model
-load and the pass over unchanged files, but also embedding: the writer receives whole files in input order, in bursts,
-so no rate after it is derived from it; at 100k chunks it is a small share of the wall, `startup_share`). No local reference runs in this mode: the local rate and the equality are the 10k check's.
+running or killed, counts the chunks its base has committed by then over its last heartbeat: `committed_at_report`).
+The JSON sums the pieces per configuration: chunks over wall, start-up included (`startup_s`: each piece's time to
+its first new document back, which holds Ray's actors, the model load and the pass over unchanged files, but also
+embedding: the writer receives whole files in input order, in bursts, so no rate after it is derived from it; at 100k
+chunks it is a small share of the wall, `startup_share`). No local reference runs in this mode: the local rate and
+the equality are the 10k check's.
 --text scale stages bench/scale.py's documents (real sentences of the four shared collections, content-seeded) instead
 of the collections' own documents, which hold only 4,851 English and 249 Portuguese chunks.
 """
@@ -410,8 +413,8 @@ def resumable(a):
         finally:
             ray.shutdown()
     if a.report:   # a configuration's last piece, running or killed: the chunks its base has committed so far, over its heartbeat
-        for p in pieces:
-            if "wall_s" not in p and not any(q["config"] == p["config"] for q in pieces[pieces.index(p) + 1:]):
+        for p in {q["config"]: q for q in pieces}.values():   # each configuration's last piece
+            if "wall_s" not in p:
                 language = MODELS[p["config"].rsplit("_ray", 1)[0]][0]
                 p["committed_at_report"] = _chunk_count(d / "bases" / p["config"], language) - p["chunks_before"]
     out = {"bench": "ray_scale", "mode": "resumable throughput (--state)", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
