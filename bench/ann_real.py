@@ -129,7 +129,8 @@ def measure(n:int, window:int, check:bool=True, exact_max:int=None)->dict:
     assert len(ids) == len(X)
     qs = json.loads((d / f"queries_{n}.json").read_text())
     b = backend(window); Q = normalise(b.encode_queries(qs, threads=2))
-    qb = [json.loads(l)["text"] for c in ("cisi", "cacm") for l in open(ROOT.parent / "shared" / "data" / c / "queries.jsonl", encoding="utf-8")]
+    from local_knowledge_trainer.beir import load_beir
+    qb = [q for c in ("cisi", "cacm") for q in load_beir(ROOT.parent / "shared" / "data" / c)[1].values()]
     Qb = normalise(b.encode_queries(qb, threads=2))
     Qm = midpoints(X)
     seed = int(hashlib.sha256(X[:: max(1, len(X) // 1000)].tobytes()).hexdigest()[:16], 16)

@@ -40,7 +40,8 @@ with a heartbeat (a thread rewrites it atomically every 10 s); a piece killed mi
 committed (the next piece's count minus its own start count) over the time to its last heartbeat: the work it lost
 (the uncommitted batch) is in the time and not in the chunks, and at most 10 s of its time is missed.
 --state DIR --report prints the JSON of the pieces so far without running anything (a configuration's last piece,
-running or killed, counts the chunks its base has committed by then over its last heartbeat: `committed_at_report`).
+running or killed, counts the chunks its base has committed by then over its last heartbeat: `committed_at_report`, a
+lower bound while it runs, as the count lags by up to one commit batch).
 The JSON sums the pieces per configuration: chunks over wall, start-up included (`startup_s`: each piece's time to
 its first new document back, which holds Ray's actors, the model load and the pass over unchanged files, but also
 embedding: the writer receives whole files in input order, in bursts, so no rate after it is derived from it; at 100k
@@ -372,7 +373,7 @@ def resumable(a):
             kt = trainer(d / "bases" / f"probe_{key}", language)
             parser = DocumentParser(chunk_size=kt.chunk_size, chunk_overlap=kt.chunk_overlap, **kt.embedder.window_args)
             f = make_folder(key, a.chunks, d, parser, a.text); kt.close()
-            _write_json(meta_p, {k: (str(v) if k == "folder" else v) for k, v in f.items()})
+            _write_json(meta_p, {k: (str(v) if k == "folder" else v) for k, v in f.items() if k != "per_document"})
         folders[key] = json.loads(meta_p.read_text())
         log(f"== {key}: {folders[key]['chunks']} chunks in {folders[key]['folder']}")
     for w in ([] if a.report else a.workers):
@@ -419,7 +420,8 @@ def resumable(a):
                 p["committed_at_report"] = _chunk_count(d / "bases" / p["config"], language) - p["chunks_before"]
     out = {"bench": "ray_scale", "mode": "resumable throughput (--state)", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__, "platform": platform.platform()},
-           "note": a.note, "folders": folders or {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))},
+           "note": a.note, "folders": {k: {n: v for n, v in f.items() if n != "per_document"} for k, f in
+                                       (folders or {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}).items()},
            "pieces": pieces, "summary": piece_totals(pieces)}
     text = json.dumps(out, indent=2); print(text)
     if a.out: Path(a.out).write_text(text + "\n")
