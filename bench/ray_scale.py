@@ -41,7 +41,9 @@ committed (the next piece's count minus its own start count) over the time to it
 (the uncommitted batch) is in the time and not in the chunks, and at most 10 s of its time is missed.
 --state DIR --report prints the JSON of the pieces so far without running anything (a configuration's last piece,
 running or killed, counts the chunks its base has committed by then over its last heartbeat: `committed_at_report`, a
-lower bound while it runs, as the count lags by up to one commit batch).
+lower bound while it runs, as the count lags by up to one commit batch). --earlier FILE adds an earlier machine's report
+(/tmp and the bases do not outlive a machine): its complete configurations are kept as they are, and its unfinished
+pieces are listed with `lost` and left out of the sums (their base is gone, the configuration runs again from 0 here).
 The JSON sums the pieces per configuration: chunks over wall, start-up included (`startup_s`: each piece's time to
 its first new document back, which holds Ray's actors, the model load and the pass over unchanged files, but also
 embedding: the writer receives whole files in input order, in bursts, so no rate after it is derived from it; at 100k
@@ -214,6 +216,8 @@ def main():
     ap.add_argument("--equal-only", action="store_true", help="only the equality check (--equal-chunks) at the largest worker count")
     ap.add_argument("--state", default=None, help="resumable Ray throughput runs kept in this folder (no local reference, no equality)")
     ap.add_argument("--report", action="store_true", help="with --state: the JSON of the pieces so far; nothing runs")
+    ap.add_argument("--earlier", default=None, help="with --report: an earlier --report JSON whose machine (and bases) are gone: "
+                    "its complete configurations are kept, its unfinished pieces are listed as lost and not counted")
     a = ap.parse_args()
     if a.state: return resumable(a)
     import ray
@@ -342,7 +346,7 @@ def piece_totals(pieces: list) -> dict:
         nxt = next((q for q in pieces[i + 1:] if q["config"] == p["config"]), None)
         if "wall_s" in p: chunks, wall, start = p["chunks"], p["wall_s"], p.get("first_new_document_s")
         else: chunks, wall, start = ((nxt["chunks_before"] - p["chunks_before"]) if nxt else p.get("committed_at_report")), p["heartbeat_s"], p.get("first_new_document_s")
-        if chunks is None: continue   # killed and not yet resumed: its committed chunks are counted when the next piece starts
+        if chunks is None or p.get("lost"): continue   # killed and not yet resumed: its committed chunks are counted when the next piece starts
         t = out.setdefault(p["config"], {"pieces": 0, "killed_pieces": 0, "chunks": 0, "wall_s": 0.0, "startup_s": 0.0, "complete": False,
                                          "workers": p["workers"], "model": p["model"]})
         t["pieces"] += 1; t["killed_pieces"] += "wall_s" not in p; t["chunks"] += chunks; t["wall_s"] += wall
@@ -418,11 +422,22 @@ def resumable(a):
             if "wall_s" not in p:
                 language = MODELS[p["config"].rsplit("_ray", 1)[0]][0]
                 p["committed_at_report"] = _chunk_count(d / "bases" / p["config"], language) - p["chunks_before"]
+    earlier = {}
+    if a.report and a.earlier:   # an earlier machine's pieces: its complete configurations stand; an unfinished one lost its base
+        e = json.loads(Path(a.earlier).read_text()); earlier = {"from": a.earlier, "machine": e["machine"], "folders": e["folders"]}
+        done = {p["config"] for p in e["pieces"] if p.get("complete")}
+        if done & {p["config"] for p in pieces}: raise SystemExit(f"{a.earlier}: {sorted(done & {p['config'] for p in pieces})} also run here: nothing to merge")
+        old = [dict(p, earlier_machine=True, **({} if p["config"] in done else
+                    {"lost": "the machine and this base were replaced before the configuration finished: not counted, run again here"}))
+               for p in e["pieces"]]
+        pieces = old + pieces
+        here = {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}   # the same content-seeded folders?
+        earlier["same_folders"] = {k: here[k] == f for k, f in e["folders"].items() if k in here}
     out = {"bench": "ray_scale", "mode": "resumable throughput (--state)", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__, "platform": platform.platform()},
            "note": a.note, "folders": {k: {n: v for n, v in f.items() if n != "per_document"} for k, f in
                                        (folders or {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}).items()},
-           "pieces": pieces, "summary": piece_totals(pieces)}
+           **({"earlier": earlier} if earlier else {}), "pieces": pieces, "summary": piece_totals(pieces)}
     text = json.dumps(out, indent=2); print(text)
     if a.out: Path(a.out).write_text(text + "\n")
 
