@@ -69,6 +69,13 @@ def log(*a): print(*a, file=sys.stderr, flush=True)
 def load(): return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu() -> dict:
+    "The CPU a rate was measured on (rates differ by machine: compare workers within one run, never across machines)."
+    from local_knowledge_trainer.e5 import int8_kernel
+    names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(errors="replace"), re.M) if Path("/proc/cpuinfo").exists() else []
+    return {"cpu_model": names[0] if names else platform.processor(), "int8_kernel": int8_kernel()}
+
+
 def trainer(persist: Path, language: str):
     from local_knowledge_trainer import KnowledgeTrainer
     return KnowledgeTrainer(language=language, persist_dir=str(persist), build_graph=False, tune_fusion=False, warm=False,
@@ -227,7 +234,7 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="lkt-bench-ray-"))
     out = {"bench": "ray_scale", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__,
-                       "platform": platform.platform(), "load_start": load()},
+                       "platform": platform.platform(), **cpu(), "load_start": load()},
            "workers": a.workers, "note": a.note,
            "worker": ("one Ray embedding actor (EmbedActor: 1 CPU, 1 thread); a local Ray of W+1 CPUs gives W actors by "
                       "default_actors and 1 slot to parse tasks; the driver (the trainer: SQLite, BM25, vectors) runs "
@@ -348,7 +355,8 @@ def piece_totals(pieces: list) -> dict:
         else: chunks, wall, start = ((nxt["chunks_before"] - p["chunks_before"]) if nxt else p.get("committed_at_report")), p["heartbeat_s"], p.get("first_new_document_s")
         if chunks is None or p.get("lost"): continue   # killed and not yet resumed: its committed chunks are counted when the next piece starts
         t = out.setdefault(p["config"], {"pieces": 0, "killed_pieces": 0, "chunks": 0, "wall_s": 0.0, "startup_s": 0.0, "complete": False,
-                                         "workers": p["workers"], "model": p["model"]})
+                                         "workers": p["workers"], "model": p["model"],
+                                         "machine": "earlier (--earlier)" if p.get("earlier_machine") else "this report's"})
         t["pieces"] += 1; t["killed_pieces"] += "wall_s" not in p; t["chunks"] += chunks; t["wall_s"] += wall
         t["startup_s"] += start if start is not None else wall
         t["complete"] = t["complete"] or bool(p.get("complete"))
@@ -434,7 +442,7 @@ def resumable(a):
         here = {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}   # the same content-seeded folders?
         earlier["same_folders"] = {k: here[k] == f for k, f in e["folders"].items() if k in here}
     out = {"bench": "ray_scale", "mode": "resumable throughput (--state)", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__, "platform": platform.platform()},
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__, "platform": platform.platform(), **cpu()},
            "note": a.note, "folders": {k: {n: v for n, v in f.items() if n != "per_document"} for k, f in
                                        (folders or {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}).items()},
            **({"earlier": earlier} if earlier else {}), "pieces": pieces, "summary": piece_totals(pieces)}
