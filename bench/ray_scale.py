@@ -70,7 +70,7 @@ def load(): return [round(x, 2) for x in os.getloadavg()]
 
 
 def cpu() -> dict:
-    "The CPU a rate was measured on (rates differ by machine: compare workers within one run, never across machines)."
+    "The CPU a rate was measured on (rates differ by machine: compare workers on one machine, never across machines)."
     from local_knowledge_trainer.e5 import int8_kernel
     names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(errors="replace"), re.M) if Path("/proc/cpuinfo").exists() else []
     return {"cpu_model": names[0] if names else platform.processor(), "int8_kernel": int8_kernel()}
@@ -430,6 +430,7 @@ def resumable(a):
             if "wall_s" not in p:
                 language = MODELS[p["config"].rsplit("_ray", 1)[0]][0]
                 p["committed_at_report"] = _chunk_count(d / "bases" / p["config"], language) - p["chunks_before"]
+    stored = {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}   # every folder staged in DIR
     earlier = {}
     if a.report and a.earlier:   # an earlier machine's pieces: its complete configurations stand; an unfinished one lost its base
         e = json.loads(Path(a.earlier).read_text()); earlier = {"from": a.earlier, "machine": e["machine"], "folders": e["folders"]}
@@ -439,12 +440,11 @@ def resumable(a):
                     {"lost": "the machine and this base were replaced before the configuration finished: not counted, run again here"}))
                for p in e["pieces"]]
         pieces = old + pieces
-        here = {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}   # the same content-seeded folders?
-        earlier["same_folders"] = {k: here[k] == f for k, f in e["folders"].items() if k in here}
+        earlier["same_folders"] = {k: stored[k] == f for k, f in e["folders"].items() if k in stored}   # content-seeded: the same?
     out = {"bench": "ray_scale", "mode": "resumable throughput (--state)", "command": " ".join(["bench/ray_scale.py", *sys.argv[1:]]),
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__, "platform": platform.platform(), **cpu()},
            "note": a.note, "folders": {k: {n: v for n, v in f.items() if n != "per_document"} for k, f in
-                                       (folders or {p.stem: json.loads(p.read_text()) for p in sorted(d.glob("folder_*.json"))}).items()},
+                                       (folders or stored).items()},
            **({"earlier": earlier} if earlier else {}), "pieces": pieces, "summary": piece_totals(pieces)}
     text = json.dumps(out, indent=2); print(text)
     if a.out: Path(a.out).write_text(text + "\n")
