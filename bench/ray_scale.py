@@ -353,7 +353,7 @@ def piece_totals(pieces: list) -> dict:
         nxt = next((q for q in pieces[i + 1:] if q["config"] == p["config"]), None)
         if "wall_s" in p: chunks, wall, start = p["chunks"], p["wall_s"], p.get("first_new_document_s")
         else: chunks, wall, start = ((nxt["chunks_before"] - p["chunks_before"]) if nxt else p.get("committed_at_report")), p["heartbeat_s"], p.get("first_new_document_s")
-        if chunks is None or p.get("lost"): continue   # killed and not yet resumed: its committed chunks are counted when the next piece starts
+        if chunks is None or p.get("lost"): continue   # killed, not yet resumed (counted when the next piece starts), or its base is gone
         t = out.setdefault(p["config"], {"pieces": 0, "killed_pieces": 0, "chunks": 0, "wall_s": 0.0, "startup_s": 0.0, "complete": False,
                                          "workers": p["workers"], "model": p["model"],
                                          "machine": "earlier (--earlier)" if p.get("earlier_machine") else "this report's"})
